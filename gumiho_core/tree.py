@@ -1,0 +1,129 @@
+"""The draft tree: one frozen value that drives verification and the picture in the browser.
+
+Node 0 is the root: the last token the target produced, not yet in its KV cache. Every other node
+is a drafted token whose parent comes before it (topological order). Masks, position ids and
+paths are derived here and nowhere else.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+ROOT = "root"
+
+
+def proposer_name(mode: str, depth: int, serial_steps: int = 2) -> str:
+    """Label of what drafted a node at `depth`: serial step d, or MLP head m (1-based)."""
+    if mode == "serial" or depth <= serial_steps:
+        return f"serial{depth}"
+    return f"mlp{depth - serial_steps}"
+
+
+@dataclass(frozen=True, eq=False)
+class DraftTree:
+    tokens: tuple[int, ...]  # token id per node
+    parents: tuple[int, ...]  # parent index per node, -1 for the root
+    depth: tuple[int, ...]  # 0 for the root
+    proposer: tuple[str, ...]  # "root", "serial1", "serial2", "mlp1".."mlp5" (see proposer_name)
+    logprob: tuple[float, ...]  # drafter log-prob of the node's token given its parent (0 for the root)
+    score: tuple[float, ...]  # cumulative draft log-prob from the root
+
+    def __post_init__(self):
+        n = len(self.tokens)
+        lengths = {len(a) for a in (self.parents, self.depth, self.proposer, self.logprob, self.score)}
+        assert lengths == {n}, f"parallel arrays differ in length: {n} tokens vs {sorted(lengths)}"
+        assert n >= 1 and self.parents[0] == -1 and self.depth[0] == 0, "node 0 must be the root"
+        for i in range(1, n):
+            p = self.parents[i]
+            assert 0 <= p < i, f"node {i} has parent {p}: parents must come first"
+            assert self.depth[i] == self.depth[p] + 1, f"node {i} depth {self.depth[i]} != parent's + 1"
+
+    @classmethod
+    def root_only(cls, token: int) -> "DraftTree":
+        return cls((int(token),), (-1,), (0,), (ROOT,), (0.0,), (0.0,))
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def max_depth(self) -> int:
+        return max(self.depth)
+
+    @cached_property
+    def children(self) -> tuple[tuple[int, ...], ...]:
+        """Children of each node, best draft score first."""
+        kids: list[list[int]] = [[] for _ in self.tokens]
+        for i in range(1, len(self)):
+            kids[self.parents[i]].append(i)
+        return tuple(tuple(sorted(k, key=lambda i: -self.score[i])) for k in kids)
+
+    def path_to(self, node: int) -> tuple[int, ...]:
+        """Node indices from the root down to `node`."""
+        path = []
+        while node >= 0:
+            path.append(node)
+            node = self.parents[node]
+        return tuple(reversed(path))
+
+    @cached_property
+    def paths(self) -> tuple[tuple[int, ...], ...]:
+        """Every root-to-leaf path."""
+        return tuple(self.path_to(i) for i in range(len(self)) if not self.children[i])
+
+    @cached_property
+    def ancestor_mask(self) -> torch.Tensor:
+        """[n, n] bool: entry (q, k) is True iff k is q or an ancestor of q."""
+        n = len(self)
+        mask = torch.zeros(n, n, dtype=torch.bool)
+        for q in range(n):
+            if q:
+                mask[q] = mask[self.parents[q]]
+            mask[q, q] = True
+        return mask
+
+    def attention_mask(self, past_len: int, dtype: torch.dtype, device) -> torch.Tensor:
+        """[1, 1, n, past_len + n] additive mask: the whole context is visible, tree nodes see their ancestors."""
+        n = len(self)
+        allowed = torch.ones(n, past_len + n, dtype=torch.bool)
+        allowed[:, past_len:] = self.ancestor_mask
+        mask = torch.zeros(n, past_len + n, dtype=dtype)
+        mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+        return mask[None, None].to(device)
+
+    def position_ids(self, past_len: int, device=None) -> torch.Tensor:
+        """[1, n]: the root sits at position past_len, a node at depth d at past_len + d."""
+        return (torch.tensor(self.depth, dtype=torch.long, device=device) + past_len)[None]
+
+    def truncated(self, max_depth: int) -> "DraftTree":
+        """The nodes no deeper than max_depth (ancestor-closed, order kept)."""
+        keep = [i for i in range(len(self)) if self.depth[i] <= max_depth]
+        if len(keep) == len(self):
+            return self
+        new_index = {old: new for new, old in enumerate(keep)}
+        parents = tuple(-1 if self.parents[i] < 0 else new_index[self.parents[i]] for i in keep)
+        pick = lambda a: tuple(a[i] for i in keep)  # noqa: E731
+        return DraftTree(pick(self.tokens), parents, pick(self.depth), pick(self.proposer),
+                         pick(self.logprob), pick(self.score))
+
+    def to_dict(self) -> dict:
+        return {
+            "tokens": list(self.tokens),
+            "parents": list(self.parents),
+            "depth": list(self.depth),
+            "proposer": list(self.proposer),
+            "logprob": [round(x, 5) for x in self.logprob],
+            "score": [round(x, 5) for x in self.score],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DraftTree":
+        return cls(
+            tuple(int(x) for x in d["tokens"]),
+            tuple(int(x) for x in d["parents"]),
+            tuple(int(x) for x in d["depth"]),
+            tuple(str(x) for x in d["proposer"]),
+            tuple(float(x) for x in d["logprob"]),
+            tuple(float(x) for x in d["score"]),
+        )
