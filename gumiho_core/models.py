@@ -118,6 +118,8 @@ def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code:
     spec = str(spec)
     if spec == DEFAULT:
         path, name = str(ensure_default_model()), DEFAULT_TARGET_NAME
+    elif not Path(spec).expanduser().exists() and _looks_like_path(spec):
+        raise GumihoError(f"target path {spec!r} does not exist")
     elif Path(spec).expanduser().exists():
         path, name = str(Path(spec).expanduser()), Path(spec).name
         if not (Path(path) / "config.json").is_file():
@@ -178,8 +180,15 @@ def load_drafter(spec: str, target: Target) -> GumihoDrafter:
         return untrained_drafter(target)
     path = Path(spec).expanduser()
     if not path.exists():
+        if _looks_like_path(spec):
+            raise GumihoError(f"drafter path {spec!r} does not exist")
         path = _download_official(spec)
     return _load_drafter_path(path, target)
+
+
+def _looks_like_path(spec: str) -> bool:
+    """Hub ids are owner/name; anything else with a slash, or a leading . ~ /, is meant as a path."""
+    return spec.startswith((".", "~", "/")) or spec.count("/") != 1 or spec.endswith((".bin", ".safetensors"))
 
 
 def _load_drafter_path(path: Path, target: Target) -> GumihoDrafter:

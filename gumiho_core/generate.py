@@ -1,0 +1,121 @@
+"""Command line: decode one prompt with Gumiho, serial (EAGLE-2 style) drafting, or plain decoding.
+
+    python -m gumiho_core.generate --prompt "Write a haiku about the sea." --method gumiho --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from .config import METHODS, DecodeConfig, TreeConfig
+from .engine import generate, start
+from .errors import GumihoError
+from .models import load_drafter, load_target
+from .text import decode_tokens, encode_prompt
+
+
+def tree_args(parser: argparse.ArgumentParser) -> None:
+    """Tree-shape flags shared by the CLIs (defaults: the authors' tree, TreeConfig)."""
+    d = TreeConfig()
+    g = parser.add_argument_group("draft tree")
+    g.add_argument("--top-k", type=int, default=d.top_k, help=f"children per expanded node (default {d.top_k})")
+    g.add_argument("--mlp-topk", type=int, default=d.mlp_topk, help=f"tokens per MLP head (default {d.mlp_topk})")
+    g.add_argument("--pruning", type=int, default=d.pruning, help=f"MLP beam width (default {d.pruning})")
+    g.add_argument("--total-tokens", type=int, default=d.total_tokens,
+                   help=f"nodes verified per step, root included (default {d.total_tokens})")
+    g.add_argument("--depth", type=int, default=d.depth, help=f"deepest draft level (default {d.depth})")
+
+
+def tree_from_args(args) -> TreeConfig:
+    return TreeConfig(top_k=args.top_k, mlp_topk=args.mlp_topk, pruning=args.pruning,
+                      total_tokens=args.total_tokens, depth=args.depth)
+
+
+def model_args(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("models")
+    g.add_argument("--target", default="default", help="'default' (SmolLM2-135M-Instruct, offline), a folder or a hub id")
+    g.add_argument("--draft", default="default", help="'default', 'untrained', a folder, a checkpoint file or a hub id")
+    g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    g.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16/fp16 on GPU), float32, bfloat16, float16")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gumiho_core.generate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prompt", required=True, help="the user message")
+    p.add_argument("--method", default="gumiho", choices=METHODS)
+    p.add_argument("--max-new-tokens", type=int, default=DecodeConfig.max_new_tokens)
+    p.add_argument("--temperature", type=float, default=DecodeConfig.temperature, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=DecodeConfig.top_p)
+    p.add_argument("--seed", type=int, default=DecodeConfig.seed)
+    p.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("-v", "--verbose", action="store_true")
+    model_args(p)
+    tree_args(p)
+    return p
+
+
+def run(args) -> dict:
+    decode = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                          seed=args.seed)
+    tree = tree_from_args(args)
+    if not args.prompt.strip():
+        raise GumihoError("the prompt is empty: type something for the model to answer")
+    target = load_target(args.target, device=args.device, dtype=args.dtype)
+    drafter = None if args.method == "ar" else load_drafter(args.draft, target)
+    prompt_ids = encode_prompt(target.tokenizer, args.prompt, raw=args.raw)
+    session = start(args.method, target, prompt_ids, decode, tree, drafter)
+    stream = None if args.json else _Streamer(target.tokenizer)
+    result = generate(session, args.method, keep_records=False, on_step=stream)
+    out = result.summary()
+    out["text"] = decode_tokens(target.tokenizer, result.token_ids)
+    out.update(target=target.name, prompt_tokens=len(prompt_ids), tree=tree.to_dict() if drafter else None,
+               decode=decode.to_dict())
+    return out
+
+
+class _Streamer:
+    """Prints the answer as it grows (whole words: re-decodes the full text, prints the new suffix)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.ids, self.shown = tokenizer, [], ""
+
+    def __call__(self, record):
+        self.ids += record.new_token_ids
+        text = decode_tokens(self.tokenizer, self.ids)
+        sys.stdout.write(text[len(self.shown):] if text.startswith(self.shown) else "\n" + text)
+        sys.stdout.flush()
+        self.shown = text
+
+
+def quiet_transformers() -> None:
+    """No weight-loading progress bars or advisory warnings on a CLI's output."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    quiet_transformers()
+    try:
+        out = run(args)
+    except GumihoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"\n\n[{out['method']}] {out['new_tokens']} tokens in {out['steps']} steps, "
+              f"mean accepted length {out['mean_accept_len']:.2f}, {out['wall_s']:.2f} s "
+              f"({out['tokens_per_s']:.1f} tokens/s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
