@@ -1,0 +1,107 @@
+"""The Gumiho training objective (GUMIHO.md, "Training"), teacher-forced in one pass.
+
+Pair j is (target feature f_j, next token x_{j+1}). The serial output o_j regresses f_{j+1} and
+matches its token distribution; u_j = fc(emb(x_{j+2}), o_j); MLP head m reads
+concat(u_j .. u_{j+s-1}) (s = serial steps) and regresses f_{j+s+1+m}.
+
+Loss = 1.0 L1_serial + 0.1 CE_serial + sum_m 0.8^(m+1) (L1_m + w CE_m) / 9.
+CE is the soft cross-entropy against the target's own distribution; over a reduced draft
+vocabulary both distributions are taken over that subset (the drafter can only propose from it),
+which cuts the CPU cost of the 49k-way softmax about six-fold for the default model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .drafter import GumihoDrafter
+
+
+@dataclass(frozen=True)
+class LossWeights:
+    serial_l1: float = 1.0
+    serial_ce: float = 0.1
+    head_decay: float = 0.8
+    mlp_ce: float = 0.1  # w; the trainer sets 0 for the first epochs (GUMIHO.md)
+    mlp_scale: float = 1 / 9
+
+
+@dataclass(frozen=True)
+class Batch:
+    hidden: torch.Tensor  # [B, T, H] target features (fp32)
+    ids: torch.Tensor  # [B, T] token ids
+    valid: torch.Tensor  # [B, T] bool: a real token (not padding)
+    assistant: torch.Tensor  # [B, T] bool: an answer token
+    lengths: torch.Tensor  # [B]
+
+
+def collate(seqs) -> Batch:
+    """Right-pad sequences (objects with hidden [T, H], ids [T], mask [T]) into a Batch."""
+    B, T, H = len(seqs), max(s.ids.shape[0] for s in seqs), seqs[0].hidden.shape[1]
+    hidden = torch.zeros(B, T, H)
+    ids = torch.zeros(B, T, dtype=torch.long)
+    valid = torch.zeros(B, T, dtype=torch.bool)
+    assistant = torch.zeros(B, T, dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        n = s.ids.shape[0]
+        hidden[i, :n], ids[i, :n], valid[i, :n], assistant[i, :n] = s.hidden.float(), s.ids, True, s.mask
+    return Batch(hidden, ids, valid, assistant, valid.sum(1))
+
+
+def uniform_noise(batch: Batch, scale: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """EAGLE's feature noise: (U - 0.5) * scale * 512 / sequence length, per sequence."""
+    u = torch.rand(batch.hidden.shape, generator=generator) - 0.5
+    return u * (scale * 512 / batch.lengths.clamp(min=1).float())[:, None, None]
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+def gumiho_loss(drafter: GumihoDrafter, batch: Batch, weights: LossWeights, noise: torch.Tensor | None = None,
+                n_heads: int | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """The total loss and its parts (per-head L1, CE and top-1 agreement with the target)."""
+    s = drafter.cfg.serial_steps
+    n_heads = drafter.cfg.mlp_heads if n_heads is None else n_heads
+    hidden, ids, valid = batch.hidden, batch.ids, batch.valid
+    B, T, H = hidden.shape
+    f_in = hidden[:, :-1] + (noise[:, :-1] if noise is not None else 0)
+    x = drafter.fuse(ids[:, 1:], f_in)  # pair j: (f_j, x_{j+1})  [B, T-1, H]
+    key_ok = valid[:, 1:]  # pair j exists iff x_{j+1} is real
+    causal = torch.ones(T - 1, T - 1, dtype=torch.bool, device=x.device).tril()
+    o = drafter.serial(x, torch.arange(T - 1, device=x.device)[None].expand(B, -1),
+                       causal[None, None] & key_ok[:, None, None, :])  # [B, T-1, H]
+    counts = valid[:, 1:] & batch.assistant[:, 1:]  # pairs whose token is an answer token
+    with torch.no_grad():
+        teacher = torch.softmax(drafter.logits(hidden).float(), -1)  # [B, T, V'] the target's own distribution
+
+    def part(pred, offset, mask):
+        """L1, CE and top-1 agreement of pred [B, L, H] against the features at offset.. of each row."""
+        L = pred.shape[1]
+        tgt, p = hidden[:, offset:offset + L], teacher[:, offset:offset + L]
+        mask = mask & valid[:, offset:offset + L]
+        l1 = _masked_mean(F.smooth_l1_loss(pred.float(), tgt, reduction="none").mean(-1), mask)
+        logq = torch.log_softmax(drafter.logits(pred).float(), -1)
+        ce = _masked_mean(-(p * logq).sum(-1), mask)
+        agree = _masked_mean((logq.argmax(-1) == p.argmax(-1)).float(), mask)
+        return l1, ce, agree
+
+    l1, ce, agree = part(o, 1, counts)
+    total = weights.serial_l1 * l1 + weights.serial_ce * ce
+    metrics = {"serial_l1": l1.item(), "serial_ce": ce.item(), "serial_top1": agree.item()}
+    if n_heads and T - 1 - s > 0:
+        u = drafter.fuse(ids[:, 2:], o[:, :-1])  # u_j = fc(emb(x_{j+2}), o_j)  [B, T-2, H]
+        L = T - 1 - s
+        mlp_in = torch.cat([u[:, k:k + L] for k in range(s)], dim=-1)  # [B, T-1-s, s*H]
+        feats = drafter.heads(mlp_in, n_heads)  # [heads, B, T-1-s, H]
+        for m in range(n_heads):
+            span = L - m
+            if span <= 0:
+                break
+            l1, ce, agree = part(feats[m, :, :span], s + 1 + m, counts[:, :span])
+            total = total + weights.head_decay ** (m + 1) * (l1 + weights.mlp_ce * ce) * weights.mlp_scale
+            metrics.update({f"mlp{m + 1}_l1": l1.item(), f"mlp{m + 1}_ce": ce.item(), f"mlp{m + 1}_top1": agree.item()})
+    metrics["loss"] = total.item()
+    return total, metrics

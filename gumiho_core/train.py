@@ -1,0 +1,155 @@
+"""Train Gumiho heads for a target: generate-data -> extract-features -> train -> evaluate.
+
+    python -m gumiho_core.train all                  # the whole recipe for the default model
+    python -m gumiho_core.train generate-data        # the target answers the training prompts
+    python -m gumiho_core.train extract-features     # one target forward per conversation
+    python -m gumiho_core.train train                # the paper's objective, resumable
+    python -m gumiho_core.train evaluate --draft DIR # acceptance on held-out prompts
+
+Every step reads and writes under --workdir (default ~/.cache/gumiho/train/<target>); the
+defaults reproduce the heads shipped in assets/.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .errors import GumihoError
+from .generate import model_args, quiet_transformers
+from .models import ASSETS, cache_dir
+from .trainer import TrainConfig as TrainDefaults
+
+HELDOUT = ASSETS.parent / "prompts" / "heldout.jsonl"
+
+log = logging.getLogger(__name__)
+
+
+def workdir_for(args) -> Path:
+    if args.workdir:
+        return Path(args.workdir).expanduser()
+    name = "default" if args.target == "default" else Path(args.target).name.replace("/", "--")
+    return cache_dir() / "train" / name
+
+
+def cmd_generate_data(args, target) -> None:
+    from .data import TRAIN_PROMPTS, generate_answers, parse_modes, read_jsonl
+
+    prompts = read_jsonl(args.prompts or TRAIN_PROMPTS, required=("prompt",))
+    out = generate_answers(target, prompts, workdir_for(args) / "answers.jsonl", parse_modes(args.modes),
+                           batch_size=args.batch_size, max_new_tokens=args.max_answer_tokens, seed=args.seed)
+    log.info("answers in %s", out)
+
+
+def cmd_extract_features(args, target) -> None:
+    from .data import extract_features, read_jsonl
+
+    src = Path(args.conversations) if args.conversations else workdir_for(args) / "answers.jsonl"
+    rows = read_jsonl(src)
+    extract_features(target, rows, workdir_for(args) / "features", max_len=args.max_len)
+
+
+def cmd_train(args, target) -> None:
+    from .data import load_features
+    from .trainer import Trainer, TrainConfig, plot_history
+
+    cfg = TrainConfig(epochs=args.epochs, lr=args.lr, tokens_per_step=args.tokens_per_step,
+                      draft_vocab=args.draft_vocab, seed=args.seed, precision=args.precision)
+    seqs = load_features(workdir_for(args) / "features", target.config.hidden_size)
+    trainer = Trainer(target, seqs, cfg, workdir_for(args) / "run")
+    log.info("%d training / %d held-out conversations, %d steps per epoch", len(trainer.train_seqs),
+             len(trainer.val_seqs), trainer.steps_per_epoch)
+    trainer.run()
+    png = plot_history(trainer.history, workdir_for(args) / "run" / "loss.png")
+    log.info("drafter in %s, loss curve %s", workdir_for(args) / "run" / "drafter", png)
+
+
+def cmd_evaluate(args, target) -> None:
+    import json
+
+    from .acceptance import Acceptance
+    from .config import DecodeConfig, TreeConfig
+    from .data import read_jsonl
+    from .engine import generate, start
+    from .models import load_drafter
+    from .text import encode_prompt
+
+    draft = args.draft if args.draft != "default" or not (workdir_for(args) / "run" / "drafter").is_dir() \
+        else str(workdir_for(args) / "run" / "drafter")
+    drafter = load_drafter(draft, target)
+    prompts = read_jsonl(args.eval_prompts, required=("prompt",))[: args.eval_n or None]
+    report = {"draft": draft, "prompts": len(prompts), "max_new_tokens": args.eval_tokens}
+    for method in ("gumiho", "serial"):
+        acc = Acceptance()
+        for row in tqdm(prompts, desc=f"evaluate {method}", unit="prompt"):
+            ids = encode_prompt(target.tokenizer, row["prompt"])
+            acc.add(generate(start(method, target, ids, DecodeConfig(max_new_tokens=args.eval_tokens),
+                                   TreeConfig(), drafter)))
+        report[method] = acc.to_dict()
+        log.info("%s: mean accepted length %.3f, per depth %s", method, acc.mean_accept_len,
+                 [round(x, 3) for x in acc.per_depth()])
+    out = Path(args.eval_out) if args.eval_out else workdir_for(args) / "evaluation.json"
+    out.write_text(json.dumps(report, indent=1))
+    print(json.dumps(report))
+
+
+def add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompts", help="JSONL of {\"prompt\": ...} (default: the project's training prompts)")
+    p.add_argument("--modes", default="greedy,t0.6,t0.9", help="answers per prompt: greedy and/or t<temperature>")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-answer-tokens", type=int, default=320)
+    p.add_argument("--conversations", help="your own JSONL of conversations instead of generated answers")
+    p.add_argument("--max-len", type=int, default=1024, help="tokens kept per conversation")
+    t = p.add_argument_group("train")
+    t.add_argument("--epochs", type=int, default=TrainDefaults.epochs)
+    t.add_argument("--lr", type=float, default=TrainDefaults.lr)
+    t.add_argument("--tokens-per-step", type=int, default=TrainDefaults.tokens_per_step)
+    t.add_argument("--draft-vocab", type=int, default=TrainDefaults.draft_vocab,
+                   help="most frequent tokens the drafter proposes from (0 = the whole vocabulary)")
+    t.add_argument("--precision", default=TrainDefaults.precision, choices=["bf16", "fp32"])
+    e = p.add_argument_group("evaluate")
+    e.add_argument("--eval-prompts", default=str(HELDOUT), help="held-out prompts (JSONL, not used in training)")
+    e.add_argument("--eval-n", type=int, default=0, help="use only the first N prompts (0 = all)")
+    e.add_argument("--eval-tokens", type=int, default=128, help="new tokens per prompt")
+    e.add_argument("--eval-out", help="where to write the JSON report (default: <workdir>/evaluation.json)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gumiho_core.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=["generate-data", "extract-features", "train", "evaluate", "all"])
+    p.add_argument("--workdir", help="where data, features and checkpoints go")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-v", "--verbose", action="store_true")
+    model_args(p)
+    add_data_args(p)
+    return p
+
+
+COMMANDS = {"generate-data": cmd_generate_data, "extract-features": cmd_extract_features, "train": cmd_train,
+            "evaluate": cmd_evaluate}
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    quiet_transformers()
+    try:
+        from .models import load_target
+
+        target = load_target(args.target, device=args.device, dtype="float32" if args.dtype == "auto" else args.dtype)
+        steps = list(COMMANDS) if args.command == "all" else [args.command]
+        for name in steps:
+            log.info("== %s", name)
+            COMMANDS[name](args, target)
+    except GumihoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

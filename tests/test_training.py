@@ -1,0 +1,133 @@
+"""The data pipeline and the training objective on tiny random targets."""
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gumiho_core import DecodeConfig, GumihoError, TreeConfig, generate, start
+from gumiho_core.acceptance import Acceptance
+from gumiho_core.data import batch_generate, extract_features, load_features, read_jsonl
+from gumiho_core.objective import LossWeights, collate, gumiho_loss
+from gumiho_core.trainer import TrainConfig, Trainer, new_drafter
+from tiny import tiny_target
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_target(seed=11, vocab=61, hidden=48, heads=4, kv_heads=2, scale=4.0, max_len=512)
+
+
+@pytest.fixture(scope="module")
+def rows(target):
+    """Conversations: random token prompts answered greedily and by sampling by the target itself."""
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, 61, (int(torch.randint(3, 9, (1,), generator=g)),), generator=g).tolist()
+               for _ in range(48)]
+    out = []
+    for temp in (0.0, 0.8):
+        answers = batch_generate(target, prompts, 48, temp, torch.Generator().manual_seed(1))
+        out += [{"prompt_ids": p, "answer_ids": a} for p, a in zip(prompts, answers)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def features(target, rows, tmp_path_factory):
+    folder = extract_features(target, rows, tmp_path_factory.mktemp("feats"), shard_size=40)
+    return load_features(folder, target.config.hidden_size)
+
+
+def test_features_round_trip(target, rows, features):
+    assert len(features) == len(rows)
+    s, row = features[5], rows[5]
+    assert s.ids.tolist() == row["prompt_ids"] + row["answer_ids"]
+    assert s.mask.tolist() == [False] * len(row["prompt_ids"]) + [True] * len(row["answer_ids"])
+    with torch.inference_mode():
+        ref = target.model(input_ids=s.ids[None], output_hidden_states=True).hidden_states[-1][0]
+    torch.testing.assert_close(s.hidden.float(), ref, atol=2e-3, rtol=2e-3)  # stored in fp16
+
+
+def test_loss_offsets_against_an_explicit_loop(target, features):
+    drafter = new_drafter(target, None, TrainConfig())
+    with torch.no_grad():
+        for p in drafter.mlp.parameters():
+            p.normal_(0, 0.05)
+    seq = features[3]
+    batch = collate([seq])
+    with torch.no_grad():
+        _, metrics = gumiho_loss(drafter, batch, LossWeights())
+        h, ids, T = seq.hidden.float(), seq.ids, seq.ids.shape[0]
+        o = drafter.serial(drafter.fuse(ids[1:][None], h[:-1][None]), torch.arange(T - 1)[None], None)[0]
+        for m in (0, 2):
+            losses = []
+            for j in range(T):
+                if j + 3 + m >= T or not seq.mask[j + 1]:
+                    continue
+                u1 = drafter.fuse(ids[j + 2][None], o[j][None])[0]
+                u2 = drafter.fuse(ids[j + 3][None], o[j + 1][None])[0]
+                pred = drafter.heads(torch.cat([u1, u2])[None])[m, 0]
+                losses.append(F.smooth_l1_loss(pred, h[j + 3 + m]))
+            assert metrics[f"mlp{m + 1}_l1"] == pytest.approx(float(torch.stack(losses).mean()), rel=1e-4)
+
+
+def mean_accept(target, drafter, prompts):
+    acc = Acceptance()
+    for p in prompts:
+        acc.add(generate(start("gumiho", target, p, DecodeConfig(max_new_tokens=32),
+                               TreeConfig(top_k=4, mlp_topk=4, pruning=6, total_tokens=16), drafter)))
+    return acc.mean_accept_len
+
+
+def test_training_lowers_loss_and_raises_acceptance(target, features, tmp_path):
+    cfg = TrainConfig(epochs=15, lr=3e-3, warmup_steps=5, tokens_per_step=512, micro_tokens=512, draft_vocab=0,
+                      holdout=0.1, mlp_ce_from_epoch=1, precision="fp32")
+    trainer = Trainer(target, features, cfg, tmp_path / "run")
+    prompts = [[7, 3, 9], [1, 2, 3, 4], [50, 40, 30], [12, 12, 5, 8, 9]]
+    before_val = trainer.validate()
+    before = mean_accept(target, trainer.drafter.eval(), prompts)
+    drafter = trainer.run()
+    after = mean_accept(target, drafter, prompts)
+    last = trainer.history[-1]
+    assert last["val_loss"] < 0.8 * before_val["val_loss"], (before_val["val_loss"], last["val_loss"])
+    assert last["val_serial_top1"] > before_val["val_serial_top1"] + 0.25
+    assert last["val_mlp1_top1"] > 0.2
+    assert after > before + 0.4, (before, after)
+    assert (tmp_path / "run" / "drafter" / "model.safetensors").is_file()
+
+
+def test_resume_with_other_settings_is_refused(target, features, tmp_path):
+    cfg = TrainConfig(epochs=1, tokens_per_step=2048, micro_tokens=2048, draft_vocab=0, precision="fp32")
+    Trainer(target, features, cfg, tmp_path / "run").run()
+    # same settings, more epochs: resumes where it stopped
+    more = Trainer(target, features, TrainConfig(**{**cfg.__dict__, "epochs": 2}), tmp_path / "run")
+    assert more.epoch == 1
+    with pytest.raises(GumihoError, match="lr was 0.0002, now 0.001"):
+        Trainer(target, features, TrainConfig(**{**cfg.__dict__, "lr": 1e-3}), tmp_path / "run")
+
+
+def test_draft_vocabulary_keeps_frequent_and_end_tokens(target, features, tmp_path):
+    from gumiho_core.trainer import choose_draft_vocab
+
+    vocab = choose_draft_vocab(features, 20, target)
+    assert vocab.numel() == 20 and vocab.tolist() == sorted(vocab.tolist())
+    cfg = TrainConfig(epochs=1, tokens_per_step=2048, micro_tokens=2048, draft_vocab=20, precision="fp32")
+    drafter = Trainer(target, features, cfg, tmp_path / "run").run()
+    assert drafter.shared.lm_head.shape[0] == 20
+    tree = TreeConfig(top_k=4, mlp_topk=4)
+    run = generate(start("gumiho", target, [1, 2, 3], DecodeConfig(max_new_tokens=20), tree, drafter))
+    for rec in run.records[1:]:
+        assert set(rec.tree.tokens[1:]) <= set(vocab.tolist())  # drafts come from the subset, as target ids
+
+
+def test_bad_data_files(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(GumihoError, match="is empty"):
+        read_jsonl(tmp_path / "empty.jsonl")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"prompt": "a"}) + "\n{not json\n")
+    with pytest.raises(GumihoError, match="bad.jsonl:2: not valid JSON"):
+        read_jsonl(tmp_path / "bad.jsonl")
+    with pytest.raises(GumihoError, match="expected an object with keys \\['prompt'\\]"):
+        (tmp_path / "keys.jsonl").write_text(json.dumps({"text": "a"}) + "\n")
+        read_jsonl(tmp_path / "keys.jsonl", required=("prompt",))
+    with pytest.raises(GumihoError, match="no extracted features"):
+        load_features(tmp_path)
