@@ -108,15 +108,20 @@ def test_resume_with_other_settings_is_refused(target, features, tmp_path):
 def test_draft_vocabulary_keeps_frequent_and_end_tokens(target, features, tmp_path):
     from gumiho_core.trainer import choose_draft_vocab
 
-    vocab = choose_draft_vocab(features, 20, target)
+    with_eos = tiny_target(seed=11, vocab=61, hidden=48, heads=4, kv_heads=2, eos=60)
+    vocab = choose_draft_vocab(features, 20, with_eos)
     assert vocab.numel() == 20 and vocab.tolist() == sorted(vocab.tolist())
+    counts = torch.bincount(torch.cat([s.ids for s in features]), minlength=61)
+    assert 60 in vocab.tolist(), "end tokens are always draftable"
+    assert set(counts.argsort(descending=True)[:10].tolist()) <= set(vocab.tolist()) | {60}
     cfg = TrainConfig(epochs=1, tokens_per_step=2048, micro_tokens=2048, draft_vocab=20, precision="fp32")
     drafter = Trainer(target, features, cfg, tmp_path / "run").run()
     assert drafter.shared.lm_head.shape[0] == 20
+    subset = set(drafter.shared.vocab_map.tolist())
     tree = TreeConfig(top_k=4, mlp_topk=4)
     run = generate(start("gumiho", target, [1, 2, 3], DecodeConfig(max_new_tokens=20), tree, drafter))
     for rec in run.records[1:]:
-        assert set(rec.tree.tokens[1:]) <= set(vocab.tolist())  # drafts come from the subset, as target ids
+        assert set(rec.tree.tokens[1:]) <= subset  # drafts come from the subset, as target ids
 
 
 def test_bad_data_files(tmp_path):
