@@ -8,16 +8,20 @@ Public API (the app and the CLIs use only these names):
     encode_prompt, decode_tokens                       -- text at the edges
     GumihoError                                        -- every user-facing error
 """
+from .acceptance import Acceptance
 from .config import METHODS, DecodeConfig, TreeConfig
 from .drafter import DrafterConfig, GumihoDrafter
 from .drafting import DraftPhase
 from .engine import RunResult, StepRecord, generate, start
 from .errors import GumihoError
+from .models import DEFAULT_TARGET_NAME, load_drafter, load_target, resolve_device, untrained_drafter
 from .target import Target
+from .text import decode_tokens, encode_prompt, token_pieces
 from .tree import DraftTree
 from .verify import Verdict
 
 __all__ = [
-    "METHODS", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "RunResult",
+    "Acceptance", "DEFAULT_TARGET_NAME", "load_drafter", "load_target", "resolve_device", "untrained_drafter",
+    "decode_tokens", "encode_prompt", "token_pieces", "METHODS", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "RunResult",
     "StepRecord", "generate", "start", "GumihoError", "Target", "DraftTree", "Verdict",
 ]
