@@ -182,10 +182,11 @@ class SpeculativeDecoder(Decoder):
     kind = "speculative"
 
     def __init__(self, target: Target, drafter: GumihoDrafter, prompt_ids, decode: DecodeConfig = DecodeConfig(),
-                 tree: TreeConfig = TreeConfig()):
+                 tree: TreeConfig = TreeConfig(), trace: bool = True):
         super().__init__(target, prompt_ids, decode)
         _check_tree(tree, drafter, target)
         self.tree_cfg = tree
+        self.trace = trace  # per-phase timings (device syncs) and target probabilities in the records
         self.ctx = DraftContext(drafter)
 
     def _after_prefill(self, feats: torch.Tensor, first: int) -> None:
@@ -197,7 +198,8 @@ class SpeculativeDecoder(Decoder):
         self._clock.start()
         past = self.cache.get_seq_length()  # the root (last token) is not in the cache yet
         tree, phases = build_tree(self.ctx, self.generated[-1], self.tree_cfg,
-                                  max_depth=self.target.max_len - self.seq_len, clock=self._clock)
+                                  max_depth=self.target.max_len - self.seq_len,
+                                  clock=self._clock if self.trace else None)
         draft_s = sum(p.seconds for p in phases) + self._clock.lap()
         verdict, feats = self._verify(tree, past)
         verify_s = self._clock.lap()
@@ -214,9 +216,9 @@ class SpeculativeDecoder(Decoder):
         feats = self.target.forward(tokens, tree.position_ids(past, dev)[0], mask, self.cache)  # [n, H]
         logits = self.target.logits(feats)
         if self.decode.greedy:
-            return verify_greedy(tree, logits), feats
+            return verify_greedy(tree, logits, self.trace), feats
         probs = warp(logits, self.decode.temperature, self.decode.top_p)
-        return verify_sampling(tree, probs, self.generator), feats
+        return verify_sampling(tree, probs, self.generator, self.trace), feats
 
     def _commit(self, verdict: Verdict, feats: torch.Tensor, past: int, new: list[int]) -> None:
         accepted = torch.tensor(verdict.accepted, device=feats.device)
@@ -251,14 +253,17 @@ def _check_tree(tree: TreeConfig, drafter: GumihoDrafter, target: Target) -> Non
 
 
 def start(method: str, target: Target, prompt_ids, decode: DecodeConfig = DecodeConfig(),
-          tree: TreeConfig = TreeConfig(), drafter: GumihoDrafter | None = None) -> Decoder:
-    """A decoding session: method "gumiho" or "serial" (speculative, drafting mode = method) or "ar"."""
+          tree: TreeConfig = TreeConfig(), drafter: GumihoDrafter | None = None, trace: bool = True) -> Decoder:
+    """A decoding session: method "gumiho" or "serial" (speculative, drafting mode = method) or "ar".
+
+    trace=False skips what only a viewer needs (per-phase device syncs, target probabilities per node).
+    """
     check_method(method)
     if method == "ar":
         return AutoregressiveDecoder(target, prompt_ids, decode)
     if drafter is None:
         raise GumihoError(f"method {method!r} needs a drafter; load one with load_drafter()")
-    return SpeculativeDecoder(target, drafter, prompt_ids, decode, replace(tree, mode=method))
+    return SpeculativeDecoder(target, drafter, prompt_ids, decode, replace(tree, mode=method), trace)
 
 
 @dataclass(frozen=True)

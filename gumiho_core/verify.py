@@ -18,8 +18,9 @@ from .tree import DraftTree
 class Verdict:
     accepted: tuple[int, ...]  # node indices of the accepted path, root first
     bonus: int  # the target's own token after the last accepted node
-    target_token: tuple[int, ...]  # per node: the target's argmax after that node
-    target_prob: tuple[float, ...]  # per node: target probability of the node's token given its parent (root: 1)
+    target_token: tuple[int, ...]  # per node: the target's argmax after that node (its logits saw the true ancestry)
+    target_prob: tuple[float, ...]  # per node: target probability of its token given its parent; nan where the
+    #                                 parent was not reached (not checked), 1 for the root; () when not traced
 
     @property
     def accept_length(self) -> int:
@@ -39,20 +40,24 @@ def warp(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.
     return filtered / filtered.sum(-1, keepdim=True)
 
 
-def _per_node(tree: DraftTree, dist: torch.Tensor) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    """(target argmax after each node, target prob of each node's token given its parent) from dist [n, V]."""
-    argmax = dist.argmax(-1).tolist()
-    parents = torch.tensor(tree.parents[1:], device=dist.device, dtype=torch.long)
-    tokens = torch.tensor(tree.tokens[1:], device=dist.device, dtype=torch.long)
-    probs = dist[parents, tokens].tolist() if len(tree) > 1 else []
-    return tuple(argmax), (1.0, *probs)
+def reached_probs(tree: DraftTree, path, rows) -> tuple[float, ...]:
+    """Target probability of each node's token given its parent, for the children of the accepted path.
+
+    rows[i] is the target's distribution after path[i]. Other nodes were never checked: nan.
+    """
+    out = [float("nan")] * len(tree)
+    out[0] = 1.0
+    for node, row in zip(path, rows):
+        kids = tree.children[node]
+        if kids:
+            for k, v in zip(kids, row[torch.tensor([tree.tokens[k] for k in kids], device=row.device)].tolist()):
+                out[k] = v
+    return tuple(out)
 
 
-def verify_greedy(tree: DraftTree, logits: torch.Tensor) -> Verdict:
+def verify_greedy(tree: DraftTree, logits: torch.Tensor, trace: bool = True) -> Verdict:
     """logits [n, V]: the target's logits after each node."""
-    argmax, _ = _per_node(tree, logits)
-    probs = torch.softmax(logits.float(), dim=-1)
-    _, target_prob = _per_node(tree, probs)
+    argmax = logits.argmax(-1).tolist()
     path, node = [0], 0
     while True:
         nxt = next((c for c in tree.children[node] if tree.tokens[c] == argmax[node]), None)
@@ -60,12 +65,16 @@ def verify_greedy(tree: DraftTree, logits: torch.Tensor) -> Verdict:
             break
         path.append(nxt)
         node = nxt
-    return Verdict(tuple(path), argmax[node], argmax, target_prob)
+    target_prob = ()
+    if trace:
+        rows = torch.softmax(logits[torch.tensor(path, device=logits.device)].float(), -1)  # [len(path), V]
+        target_prob = reached_probs(tree, path, rows)
+    return Verdict(tuple(path), argmax[node], tuple(argmax), target_prob)
 
 
-def verify_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator) -> Verdict:
+def verify_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator, trace: bool = True) -> Verdict:
     """probs [n, V]: the target's (warped) distribution after each node."""
-    argmax, target_prob = _per_node(tree, probs)
+    argmax = tuple(probs.argmax(-1).tolist())
     path, node = [0], 0
     while True:
         residual = probs[node].clone()
@@ -80,6 +89,7 @@ def verify_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
             residual[x] = 0.0
         if accepted is None:
             bonus = int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
+            target_prob = reached_probs(tree, path, probs[torch.tensor(path, device=probs.device)]) if trace else ()
             return Verdict(tuple(path), bonus, argmax, target_prob)
         path.append(accepted)
         node = accepted
