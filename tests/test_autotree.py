@@ -1,0 +1,72 @@
+"""The auto tree: smaller trees read off a large verified tree, and a choice that follows measured costs."""
+import pytest
+
+from gumiho_core import DecodeConfig, TreeConfig, generate, start
+from gumiho_core.autotree import BEAM, _best, accepted_in, candidate_order, choose_tree
+from gumiho_core.drafting import build_tree
+from tiny import random_drafter, tiny_target
+
+
+@pytest.fixture(scope="module")
+def setup():
+    target = tiny_target(seed=0, scale=6.0)
+    return target, random_drafter(target, seed=1, std=0.08)
+
+
+def token_paths(tree, nodes):
+    return {tuple(tree.tokens[j] for j in tree.path_to(i)) for i in nodes}
+
+
+@pytest.mark.parametrize("mode", ["gumiho", "serial"])
+def test_smaller_trees_are_read_off_the_big_one(setup, mode):
+    """With the same top_k and depth, an n-node tree is the big tree's best n - 1 nodes, so what it would
+    accept is known from the big tree's verdict (each node's logits depend only on its ancestors)."""
+    target, drafter = setup
+    big = TreeConfig(mode=mode, top_k=6, mlp_topk=BEAM, pruning=BEAM, total_tokens=40, depth=7)
+    session = start(mode, target, [5, 6, 7, 8, 9], DecodeConfig(max_new_tokens=40), big, drafter)
+    session.step()  # prefill
+    checked = 0
+    while not session.done and checked < 6:
+        root = session.generated[-1]
+        smalls = {n: build_tree(session.ctx, root, big.with_(total_tokens=n))[0] for n in (2, 5, 12)}
+        rec = session.step()
+        order = candidate_order(rec.tree, mode, 6, 7)
+        for n, small in smalls.items():
+            keep = {0, *order[: n - 1]}
+            assert token_paths(rec.tree, keep) == token_paths(small, range(len(small)))
+        full = {0, *order}
+        assert accepted_in(rec.tree, full, rec.verdict.target_token) == rec.verdict.accept_length
+        checked += 1
+
+
+def test_best_follows_the_cost_curve():
+    """Same acceptance data, two devices: a flat verify cost (GPU-like) picks a big tree, a steep one a small tree."""
+    target = tiny_target(seed=0, scale=6.0)
+    drafter = random_drafter(target, seed=1, std=0.08)
+    steps = []
+    for prompt in ([5, 6, 7], [9, 10, 11, 12], [40, 41]):
+        run = generate(start("gumiho", target, prompt, DecodeConfig(max_new_tokens=30),
+                             TreeConfig(top_k=10, mlp_topk=BEAM, pruning=BEAM, total_tokens=64), drafter))
+        steps += [(r.tree, r.verdict.target_token) for r in run.records[1:]]
+    draft = {f"{k},{d}": 0.001 * k for k in (1, 2, 3, 4, 6, 8, 10) for d in range(1, 8)}
+    nodes = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
+    flat = _best(steps, "gumiho", 2, {str(n): 0.010 for n in nodes}, draft, 0.0, 0.010, "flat")
+    steep = _best(steps, "gumiho", 2, {str(n): 0.010 * n for n in nodes}, draft, 0.0, 0.010, "steep")
+    assert flat.tree.total_tokens > steep.tree.total_tokens
+    assert flat.tokens_per_step >= steep.tokens_per_step
+    assert steep.speedup <= flat.speedup
+
+
+def test_choose_tree_measures_and_caches(setup, tmp_path, monkeypatch):
+    monkeypatch.setenv("GUMIHO_CACHE", str(tmp_path))
+    target, drafter = setup
+    prompts = [[5, 6, 7, 8], [20, 21, 22]]
+    choice = choose_tree(target, drafter, prompts=prompts, max_new_tokens=12)
+    assert isinstance(choice.tree, TreeConfig) and choice.step_s > 0 and choice.ar_step_s > 0
+    assert "auto tree for" in choice.summary()
+    files = list((tmp_path / "autotree").glob("*.json"))
+    assert len(files) == 1
+    again = choose_tree(target, drafter, prompts=prompts)  # from the cache: no new measurement
+    assert again.to_dict() == choice.to_dict()
+    run = generate(start("gumiho", target, [5, 6, 7], DecodeConfig(max_new_tokens=10), choice.tree, drafter))
+    assert run.new_tokens == 10
