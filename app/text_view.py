@@ -1,0 +1,89 @@
+"""The answer coloured by where each token came from, and the legend shared with the tree."""
+from __future__ import annotations
+
+from html import escape
+from typing import Iterable, Mapping, Sequence
+
+from gumiho_core import StepRecord
+
+from .palette import TARGET, look
+from .tree_view import legend_items, piece_of, visible
+
+CSS = """
+.gm-out{font-size:17px;line-height:1.9;white-space:pre-wrap;word-break:break-word;padding:10px 12px;
+  border:1px solid #ddd;border-radius:8px;background:#fff;color:#111;min-height:3em;max-height:40vh;overflow:auto}
+.gm-out .gm-t{border-bottom:3px solid;border-radius:3px;padding:1px 0}
+.gm-out .gm-t.gm-target{border-bottom-style:dotted}
+.gm-out .gm-special{font-size:12px;color:#555;border:1px solid #999;border-radius:4px;padding:0 3px;margin:0 2px}
+.gm-out .gm-nl{color:#999;font-size:13px}
+.gm-out .gm-new{animation:gm-flash 1.2s ease-out}
+@keyframes gm-flash{0%{box-shadow:0 0 0 3px #ffbf00}100%{box-shadow:none}}
+.gm-legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:14px;margin:6px 2px;color:#222}
+.gm-legend span.gm-sw{display:inline-block;min-width:24px;text-align:center;font-weight:700;font-size:11px;
+  border:2px solid;border-radius:4px;margin-right:4px;font-family:ui-monospace,monospace}
+.gm-placeholder{color:#777;font-style:italic}
+"""
+
+
+def token_origins(record: StepRecord) -> list[str]:
+    """Who proposed each token this step committed: the accepted nodes' heads, then the target's bonus."""
+    n = len(record.new_token_ids)
+    if record.tree is None or record.verdict is None:
+        return [TARGET] * n
+    drafted = [record.tree.proposer[i] for i in record.verdict.accepted[1:]]
+    return (drafted + [TARGET])[:n]  # a stop (end of text, length limit) may cut the step short
+
+
+def _token_tip(record: StepRecord, origin: str, position: int) -> str:
+    if record.kind == "prefill":
+        return f"step 0 (prefill): the target's first token after reading the prompt"
+    if origin == TARGET:
+        what = "the target's own token" if record.tree is None else "the target's bonus token"
+        return f"step {record.index}: {what}"
+    return f"step {record.index}: drafted by {look(origin).tag} ({look(origin).name}), accepted at depth {position + 1}"
+
+
+def _token_span(token: int, text: str, origin: str, tip: str, special: bool, new: bool) -> str:
+    lk = look(origin)
+    css = "gm-t" + (" gm-target" if origin == TARGET else "") + (" gm-new" if new else "")
+    if special:
+        inner = f'<span class="gm-special">{escape(visible(text))}</span>'
+    elif "\n" in text:  # keep the line break, and show where it is
+        inner = escape(text).replace("\n", '<span class="gm-nl">↵</span>\n')
+    else:
+        inner = escape(text)
+    return (f'<span class="{css}" style="background:{lk.tint};border-color:{lk.colour}" '
+            f'title="{escape(tip)} · token {token}">{inner}</span>')
+
+
+def output_html(records: Sequence[StepRecord], pieces: Mapping[int, str], special_ids: Iterable[int] = (),
+                highlight: int | None = None) -> str:
+    """The committed text of `records`, each token coloured by origin; step `highlight`'s tokens flash."""
+    special = set(special_ids)
+    spans = []
+    for rec in records:
+        for pos, (tok, origin) in enumerate(zip(rec.new_token_ids, token_origins(rec))):
+            spans.append(_token_span(tok, piece_of(pieces, tok), origin, _token_tip(rec, origin, pos),
+                                     tok in special, rec.index == highlight))
+    if not spans:
+        spans = ['<span class="gm-placeholder">The answer appears here, token by token.</span>']
+    return f'<style>{CSS}</style><div class="gm-out" role="document" aria-label="answer">{"".join(spans)}</div>'
+
+
+def legend_html(proposers: Iterable[str]) -> str:
+    """Swatch (colour and tag) and name for each proposer that appears, in a fixed order."""
+    items = []
+    for p in legend_items(proposers):
+        lk = look(p)
+        items.append(f'<span><span class="gm-sw" style="background:{lk.tint};border-color:{lk.colour};'
+                     f'color:{lk.colour}">{escape(lk.tag)}</span>{escape(lk.name)}</span>')
+    return f'<style>{CSS}</style><div class="gm-legend" aria-label="legend">{"".join(items)}</div>'
+
+
+def proposers_in(records: Sequence[StepRecord]) -> set[str]:
+    """Every proposer that appears in these steps' trees and text (for the legend)."""
+    seen = {TARGET}
+    for rec in records:
+        if rec.tree is not None:
+            seen.update(rec.tree.proposer)
+    return seen

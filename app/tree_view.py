@@ -1,0 +1,278 @@
+"""The draft tree as an SVG picture: a column per depth, a row per leaf.
+
+A node sits on the row of its best child, so the drafter's favourite continuation reads as one line
+from left to right. The layout is computed once per tree and kept for every stage of the animation
+("serial1", "serial2", "parallel", "verified", "committed"): nodes appear in place, nothing jumps.
+Pure functions of a StepRecord and the token texts; no Gradio here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from html import escape
+from typing import Mapping
+
+from gumiho_core import DraftTree, StepRecord
+
+from .palette import LOOKS, TARGET, look, phase_of
+
+VERIFIED, COMMITTED = "verified", "committed"
+COL_W, NODE_W, NODE_H, ROW_H = 122, 106, 22, 27  # px; 9 columns fit a ~1100 px panel, 64 nodes ~ 45 rows
+TOP, LEFT = 50, 6  # room for the column headers
+LABEL_CHARS = 9  # token text shown on a node; the full text is on hover
+_VISIBLE = str.maketrans({" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"})
+
+CSS = """
+.gm-tree{overflow:auto;max-height:72vh;border:1px solid #ddd;border-radius:8px;background:#fff}
+.gm-tree svg{display:block;font-family:ui-monospace,Menlo,Consolas,'DejaVu Sans Mono',monospace}
+.gm-tree .gm-tok{font-size:13px;fill:#111}
+.gm-tree .gm-tag{font-size:10px;font-weight:700}
+.gm-tree .gm-head{font-size:11px;fill:#444;font-family:system-ui,sans-serif}
+.gm-tree .gm-band{font-size:12px;font-weight:600;font-family:system-ui,sans-serif}
+.gm-enter{animation:gm-in .45s ease-out both}
+.gm-fade{animation:gm-out .7s ease-in both}
+.gm-pop{animation:gm-pop .7s ease-out both}
+@keyframes gm-in{from{opacity:0;transform:translateX(-10px)}to{opacity:1;transform:none}}
+@keyframes gm-out{from{opacity:1}}
+@keyframes gm-pop{0%{opacity:0}40%{opacity:1;filter:drop-shadow(0 0 6px #ffbf00)}100%{opacity:1}}
+@media (prefers-reduced-motion: reduce){.gm-enter,.gm-fade,.gm-pop{animation:none}}
+"""
+
+
+def visible(piece: str) -> str:
+    """Token text with whitespace made visible: '·' for a space, '↵' for a newline."""
+    text = piece.translate(_VISIBLE)
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text) or "∅"
+
+
+def short(piece: str, limit: int = LABEL_CHARS) -> str:
+    text = visible(piece)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def piece_of(pieces: Mapping[int, str], token: int) -> str:
+    return pieces.get(token, f"#{token}")
+
+
+def stages(record: StepRecord) -> tuple[str, ...]:
+    """The pictures of one step: its drafting phases, then verification and commit."""
+    if record.tree is None or record.verdict is None:
+        return (COMMITTED,)
+    return tuple(p.name for p in record.phases if p.name != "context") + (VERIFIED, COMMITTED)
+
+
+# -- layout ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    row: tuple[int, ...]  # per node
+    bonus_row: int | None  # the target's bonus token gets a row of its own, reserved from the start
+    rows: int
+
+
+def layout(tree: DraftTree, bonus_parent: int | None = None) -> Layout:
+    """Rows in depth-first order, best child first; a node shares the row of its first child."""
+    rows = [0] * len(tree)
+    state = {"next": 0, "bonus": None}
+
+    def place(node: int) -> int:
+        first = None
+        if node == bonus_parent:  # the bonus continues the accepted line, ahead of the drafted children
+            first = state["bonus"] = state["next"]
+            state["next"] += 1
+        for child in tree.children[node]:
+            row = place(child)
+            first = row if first is None else first
+        if first is None:
+            first = state["next"]
+            state["next"] += 1
+        rows[node] = first
+        return first
+
+    place(0)
+    return Layout(tuple(rows), state["bonus"], state["next"])
+
+
+def node_status(tree: DraftTree, accepted: tuple[int, ...]) -> list[str]:
+    """Per node after verification: accepted, rejected (its parent was accepted, it was not) or unreached."""
+    on_path = set(accepted)
+    return ["accepted" if i in on_path else "rejected" if tree.parents[i] in on_path else "unreached"
+            for i in range(len(tree))]
+
+
+# -- hover text --------------------------------------------------------------------------------
+def _pct(p: float) -> str:
+    return f"{100 * p:.1f}%" if p >= 0.001 else f"{100 * p:.2g}%"
+
+
+def node_tip(record: StepRecord, node: int, pieces: Mapping[int, str], verified: bool) -> str:
+    """What hovering a node tells: who drafted it and how sure it was; after verification, the target's view."""
+    tree, v = record.tree, record.verdict
+    tok = tree.tokens[node]
+    lines = [f"{visible(piece_of(pieces, tok))!r}  (token {tok})"]
+    if node == 0:
+        lines.append("root: the last token already in the text; the draft continues from here")
+        return "\n".join(lines)
+    lk = look(tree.proposer[node])
+    lines += [f"drafted by {lk.tag}: {lk.name}, depth {tree.depth[node]}",
+              f"draft probability {_pct(math.exp(tree.logprob[node]))} given its parent; "
+              f"path probability {_pct(math.exp(tree.score[node]))}"]
+    if verified and v is not None:
+        parent = tree.parents[node]
+        wanted = visible(piece_of(pieces, v.target_token[parent]))
+        lines.append(f"target: {_pct(v.target_prob[node])} for this token; its top choice here: {wanted!r}")
+        status = node_status(tree, v.accepted)[node]
+        lines.append({"accepted": "✓ accepted",
+                      "rejected": "✗ rejected: the target did not take this token here",
+                      "unreached": "not checked: an earlier token on its path was rejected"}[status])
+    return "\n".join(lines)
+
+
+# -- drawing -----------------------------------------------------------------------------------
+def _xy(col: int, row: int) -> tuple[int, int]:
+    return LEFT + col * COL_W, TOP + row * ROW_H
+
+
+def _node_svg(col: int, row: int, proposer: str, label: str, tip: str, css: str, strong: bool) -> str:
+    x, y = _xy(col, row)
+    lk = look(proposer)
+    stroke, width = ("#111", 3) if strong else (lk.colour, 2)
+    dash = ' stroke-dasharray="4 3"' if "gm-rejected" in css else ""
+    weight = ' font-weight="700"' if strong else ""
+    return (f'<g class="{css}"><title>{escape(tip)}</title>'
+            f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="5" fill="{lk.tint}" '
+            f'stroke="{stroke}" stroke-width="{width}"{dash}/>'
+            f'<text class="gm-tag" x="{x + 5}" y="{y + 15}" fill="{lk.colour}">{escape(lk.tag)}</text>'
+            f'<text class="gm-tok" x="{x + 26}" y="{y + 16}"{weight}>'
+            f'{escape(label)}</text></g>')
+
+
+def _edge_svg(pcol: int, prow: int, col: int, row: int, css: str, strong: bool, dashed: bool = False) -> str:
+    x0, y0 = _xy(pcol, prow)
+    x1, y1 = _xy(col, row)
+    x0, y0, y1 = x0 + NODE_W, y0 + NODE_H / 2, y1 + NODE_H / 2
+    mid = (x0 + x1) / 2
+    stroke, width = ("#111", 3.5) if strong else ("#9a9a9a", 1.3)
+    dash = ' stroke-dasharray="5 4"' if dashed else ""
+    return (f'<path class="{css}" d="M{x0},{y0} C{mid},{y0} {mid},{y1} {x1},{y1}" fill="none" '
+            f'stroke="{stroke}" stroke-width="{width}"{dash}/>')
+
+
+def _columns(tree: DraftTree) -> dict[int, str]:
+    """The proposer of each depth's column (one proposer per depth in both drafting modes)."""
+    return {tree.depth[i]: tree.proposer[i] for i in range(len(tree) - 1, -1, -1)}
+
+
+def _headers(tree: DraftTree, cols: int, height: int) -> str:
+    """Column titles, and two shaded bands: what the serial head drafts and what the MLP heads draft at once."""
+    by_depth = _columns(tree)
+    parts = []
+    for phase, title, fill, ink in (("serial", "serial transformer head: one step after another", "#eef5fb", "#0b4f80"),
+                                    ("parallel", "MLP heads: all at the same time", "#fdf3ea", "#8a3b00")):
+        depths = [d for d, p in by_depth.items() if d > 0 and (phase_of(p) == "parallel") == (phase == "parallel")]
+        if depths:
+            x0, _ = _xy(min(depths), 0)
+            x1, _ = _xy(max(depths), 0)
+            parts.append(f'<rect x="{x0 - 8}" y="2" width="{x1 - x0 + NODE_W + 16}" height="{height - 4}" '
+                         f'rx="8" fill="{fill}"/><text class="gm-band" x="{x0}" y="17" fill="{ink}">{title}</text>')
+    for col in range(cols):
+        x, _ = _xy(col, 0)
+        name = "root" if col == 0 else (f"{look(by_depth[col]).tag} · depth {col}" if col in by_depth else "bonus")
+        parts.append(f'<text class="gm-head" x="{x + 2}" y="38">{escape(name)}</text>')
+    return "".join(parts)
+
+
+def _visible_nodes(tree: DraftTree, stage: str, order: tuple[str, ...]) -> tuple[list[int], set[int]]:
+    """Nodes shown at `stage`, and those that appear at this very stage (they get the entry animation)."""
+    at = order.index(stage) if stage in order else len(order)
+    shown, fresh = [], set()
+    for i in range(len(tree)):
+        phase = phase_of(tree.proposer[i])
+        idx = order.index(phase) if phase in order else -1  # the root (and any unknown phase) is always shown
+        if idx <= at:
+            shown.append(i)
+            if idx == at:
+                fresh.add(i)
+    return shown, fresh
+
+
+def _node_css(i: int, status: list[str] | None, fresh: set[int], stage: str) -> str:
+    css = ["gm-node"]
+    if i in fresh:
+        css.append("gm-enter")
+    if status is not None and i:
+        css.append(f"gm-{status[i]}")
+        if status[i] != "accepted" and stage == VERIFIED:
+            css.append("gm-fade")  # fades only once, when the verdict arrives
+    return " ".join(css)
+
+
+_OPACITY = {"rejected": 0.3, "unreached": 0.16}
+
+
+def tree_svg(record: StepRecord, pieces: Mapping[int, str], stage: str = COMMITTED) -> str:
+    """HTML (a scrolling div around an SVG) of the step's tree as it looks at `stage`."""
+    if record.tree is None or record.verdict is None:
+        return single_step_svg(record, pieces)
+    tree, v = record.tree, record.verdict
+    order = stages(record)
+    verified = stage in (VERIFIED, COMMITTED)
+    last = v.accepted[-1]
+    lay = layout(tree, last)
+    status = node_status(tree, v.accepted) if verified else None
+    shown, fresh = _visible_nodes(tree, stage, order)
+    cols = max(tree.depth) + 1 + (1 if tree.depth[last] == max(tree.depth) else 0)
+    width, height = LEFT + cols * COL_W, TOP + lay.rows * ROW_H + 6
+    body = [_headers(tree, cols, height)]
+    for i in shown[1:]:
+        p = tree.parents[i]
+        strong = bool(status) and status[i] == "accepted"
+        css = _node_css(i, status, fresh, stage)
+        body.append(f'<g opacity="{_OPACITY.get(status[i], 1) if status else 1}">'
+                    + _edge_svg(tree.depth[p], lay.row[p], tree.depth[i], lay.row[i], css, strong) + "</g>")
+    for i in shown:
+        css = _node_css(i, status, fresh, stage)
+        strong = bool(status) and status[i] == "accepted" and i > 0
+        label = short(piece_of(pieces, tree.tokens[i]))
+        body.append(f'<g opacity="{_OPACITY.get(status[i], 1) if status and i else 1}">'
+                    + _node_svg(tree.depth[i], lay.row[i], tree.proposer[i], label,
+                                node_tip(record, i, pieces, verified), css, strong) + "</g>")
+    if verified:
+        body.append(_bonus_svg(record, pieces, lay, stage))
+    return _wrap(body, width, height, "draft tree")
+
+
+def _bonus_svg(record: StepRecord, pieces: Mapping[int, str], lay: Layout, stage: str) -> str:
+    tree, v = record.tree, record.verdict
+    last = v.accepted[-1]
+    col = tree.depth[last] + 1
+    css = "gm-node gm-bonus" + (" gm-pop" if stage == VERIFIED else "")
+    tip = (f"{visible(piece_of(pieces, v.bonus))!r}  (token {v.bonus})\nthe target's own next token after the "
+           f"accepted path: every step gains at least this one token")
+    return (_edge_svg(tree.depth[last], lay.row[last], col, lay.bonus_row, css, True, dashed=True)
+            + _node_svg(col, lay.bonus_row, TARGET, "★" + short(piece_of(pieces, v.bonus), LABEL_CHARS - 1),
+                        tip, css, True))
+
+
+def single_step_svg(record: StepRecord, pieces: Mapping[int, str]) -> str:
+    """A step without a draft (the prefill, or plain decoding): context -> the target's one token."""
+    token = record.new_token_ids[0] if record.new_token_ids else None
+    what = "the prompt" if record.kind == "prefill" else "the text so far"
+    body = [_node_svg(0, 0, "root", what, f"{what}: the target reads it", "gm-node", False)]
+    if token is not None:
+        tip = f"{visible(piece_of(pieces, token))!r}  (token {token})\nthe target's own token: one pass, one token"
+        body += [_edge_svg(0, 0, 1, 0, "gm-node", True),
+                 _node_svg(1, 0, TARGET, "★" + short(piece_of(pieces, token), LABEL_CHARS - 1), tip,
+                           "gm-node gm-enter", True)]
+    return _wrap(body, LEFT + 2 * COL_W, TOP + ROW_H, "one target step")
+
+
+def _wrap(body: list[str], width: int, height: int, label: str) -> str:
+    return (f'<style>{CSS}</style><div class="gm-tree"><svg xmlns="http://www.w3.org/2000/svg" role="img" '
+            f'aria-label="{label}" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+            + "".join(body) + "</svg></div>")
+
+
+def legend_items(proposers) -> list[str]:
+    """Proposer names in legend order (serial steps, MLP heads, then the target)."""
+    order = list(LOOKS)
+    return sorted(set(proposers), key=lambda p: order.index(p) if p in order else len(order))
