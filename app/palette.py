@@ -34,7 +34,7 @@ _MLP = ("#D55E00", "#E69F00", "#CC79A7", "#009E73", "#A08C00")
 
 LOOKS: dict[str, Look] = {
     "root": _look("R", "root: the last token already decided", "#6b6b6b"),
-    TARGET: _look("T", "target model: the bonus token (its own pick)", "#1a1a1a"),
+    TARGET: _look("T", "target model: the bonus token (its own pick)", "#404040"),
     **{f"serial{d}": _look(f"S{d}", f"serial transformer head, step {d}", c) for d, c in enumerate(_SERIAL, 1)},
     **{f"mlp{m}": _look(f"M{m}", f"MLP head {m} (draft token {m + 2}, in parallel)", c) for m, c in enumerate(_MLP, 1)},
 }

@@ -17,7 +17,7 @@ from gumiho_core import DraftTree, StepRecord
 from .palette import LOOKS, TARGET, look, phase_of
 
 VERIFIED, COMMITTED = "verified", "committed"
-COL_W, NODE_W, NODE_H, ROW_H = 122, 106, 22, 27  # px; 9 columns fit a ~1100 px panel, 64 nodes ~ 45 rows
+COL_W, NODE_W, NODE_H, ROW_H = 120, 104, 20, 24  # px: 9 columns fit a ~1100 px panel
 TOP, LEFT = 50, 6  # room for the column headers
 LABEL_CHARS = 9  # token text shown on a node; the full text is on hover
 _VISIBLE = str.maketrans({" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"})
@@ -141,8 +141,8 @@ def _node_svg(col: int, row: int, proposer: str, label: str, tip: str, css: str,
     return (f'<g class="{css}"><title>{escape(tip)}</title>'
             f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="5" fill="{lk.tint}" '
             f'stroke="{stroke}" stroke-width="{width}"{dash}/>'
-            f'<text class="gm-tag" x="{x + 5}" y="{y + 15}" fill="{lk.colour}">{escape(lk.tag)}</text>'
-            f'<text class="gm-tok" x="{x + 26}" y="{y + 16}"{weight}>'
+            f'<text class="gm-tag" x="{x + 5}" y="{y + 14}" fill="{lk.colour}">{escape(lk.tag)}</text>'
+            f'<text class="gm-tok" x="{x + 26}" y="{y + 15}"{weight}>'
             f'{escape(label)}</text></g>')
 
 
@@ -166,8 +166,8 @@ def _headers(tree: DraftTree, cols: int, height: int) -> str:
     """Column titles, and two shaded bands: what the serial head drafts and what the MLP heads draft at once."""
     by_depth = _columns(tree)
     parts = []
-    for phase, title, fill, ink in (("serial", "serial transformer head: one step after another", "#eef5fb", "#0b4f80"),
-                                    ("parallel", "MLP heads: all at the same time", "#fdf3ea", "#8a3b00")):
+    for phase, title, fill, ink in (("serial", "serial head, one step at a time", "#eef5fb", "#0b4f80"),
+                                    ("parallel", "MLP heads, all at once", "#fdf3ea", "#8a3b00")):
         depths = [d for d, p in by_depth.items() if d > 0 and (phase_of(p) == "parallel") == (phase == "parallel")]
         if depths:
             x0, _ = _xy(min(depths), 0)

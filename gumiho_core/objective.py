@@ -56,13 +56,13 @@ def uniform_noise(batch: Batch, scale: float, generator: torch.Generator | None 
     return u * (scale * 512 / batch.lengths.clamp(min=1).float())[:, None, None]
 
 
-def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (x * mask).sum() / mask.sum().clamp(min=1)
-
-
 def gumiho_loss(drafter: GumihoDrafter, batch: Batch, weights: LossWeights, noise: torch.Tensor | None = None,
-                n_heads: int | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """The total loss and its parts (per-head L1, CE and top-1 agreement with the target)."""
+                n_heads: int | None = None, metrics: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
+    """The total loss and its parts (per-head L1, CE and top-1 agreement with the target).
+
+    Only positions that count (answer pairs with a real target) reach the lm_head, and a part whose
+    CE weight is 0 skips it entirely unless `metrics` asks for its top-1 agreement.
+    """
     s = drafter.cfg.serial_steps
     n_heads = drafter.cfg.mlp_heads if n_heads is None else n_heads
     hidden, ids, valid = batch.hidden, batch.ids, batch.valid
@@ -74,34 +74,41 @@ def gumiho_loss(drafter: GumihoDrafter, batch: Batch, weights: LossWeights, nois
     o = drafter.serial(x, torch.arange(T - 1, device=x.device)[None].expand(B, -1),
                        causal[None, None] & key_ok[:, None, None, :])  # [B, T-1, H]
     counts = valid[:, 1:] & batch.assistant[:, 1:]  # pairs whose token is an answer token
-    with torch.no_grad():
-        teacher = torch.softmax(drafter.logits(hidden).float(), -1)  # [B, T, V'] the target's own distribution
 
-    def part(pred, offset, mask):
-        """L1, CE and top-1 agreement of pred [B, L, H] against the features at offset.. of each row."""
-        L = pred.shape[1]
-        tgt, p = hidden[:, offset:offset + L], teacher[:, offset:offset + L]
-        mask = mask & valid[:, offset:offset + L]
-        l1 = _masked_mean(F.smooth_l1_loss(pred.float(), tgt, reduction="none").mean(-1), mask)
+    def part_rows(pred, tgt, ce_weight):
+        """(L1, CE, top-1 agreement) of predicted features pred [N, H] against target features tgt [N, H]."""
+        l1 = F.smooth_l1_loss(pred.float(), tgt, reduction="none").mean(-1).mean() if len(tgt) else pred.sum() * 0
+        if len(tgt) == 0 or (ce_weight == 0 and not metrics):
+            return l1, l1.new_zeros(()), None
+        with torch.no_grad():
+            p = torch.softmax(drafter.logits(tgt).float(), -1)  # the target's own distribution [N, V']
         logq = torch.log_softmax(drafter.logits(pred).float(), -1)
-        ce = _masked_mean(-(p * logq).sum(-1), mask)
-        agree = _masked_mean((logq.argmax(-1) == p.argmax(-1)).float(), mask)
-        return l1, ce, agree
+        ce = -(p * logq).sum(-1).mean()
+        return l1, ce, (logq.argmax(-1) == p.argmax(-1)).float().mean().item()
 
-    l1, ce, agree = part(o, 1, counts)
+    serial_rows = counts & valid[:, 1:]  # o_j regresses f_{j+1}
+    l1, ce, agree = part_rows(o[serial_rows], hidden[:, 1:][serial_rows], weights.serial_ce)
     total = weights.serial_l1 * l1 + weights.serial_ce * ce
-    metrics = {"serial_l1": l1.item(), "serial_ce": ce.item(), "serial_top1": agree.item()}
+    out = {"serial_l1": l1.item(), "serial_ce": ce.item()}
+    if agree is not None:
+        out["serial_top1"] = agree
     if n_heads and T - 1 - s > 0:
         u = drafter.fuse(ids[:, 2:], o[:, :-1])  # u_j = fc(emb(x_{j+2}), o_j)  [B, T-2, H]
         L = T - 1 - s
-        mlp_in = torch.cat([u[:, k:k + L] for k in range(s)], dim=-1)  # [B, T-1-s, s*H]
-        feats = drafter.heads(mlp_in, n_heads)  # [heads, B, T-1-s, H]
+        rows = counts[:, :L] & valid[:, s + 1:s + 1 + L]  # positions j where at least head 0 has a target
+        mlp_in = torch.cat([u[:, k:k + L] for k in range(s)], dim=-1)[rows]  # [N, s*H], answer positions only
+        feats = drafter.heads(mlp_in, n_heads)  # [heads, N, H]
+        b_idx, j_idx = rows.nonzero(as_tuple=True)
         for m in range(n_heads):
-            span = L - m
-            if span <= 0:
+            t_idx = j_idx + s + 1 + m  # head m's target position
+            ok = t_idx < T
+            ok[ok.clone()] = valid[b_idx[ok], t_idx[ok]]
+            if not ok.any():
                 break
-            l1, ce, agree = part(feats[m, :, :span], s + 1 + m, counts[:, :span])
+            l1, ce, agree = part_rows(feats[m][ok], hidden[b_idx[ok], t_idx[ok]], weights.mlp_ce)
             total = total + weights.head_decay ** (m + 1) * (l1 + weights.mlp_ce * ce) * weights.mlp_scale
-            metrics.update({f"mlp{m + 1}_l1": l1.item(), f"mlp{m + 1}_ce": ce.item(), f"mlp{m + 1}_top1": agree.item()})
-    metrics["loss"] = total.item()
-    return total, metrics
+            out.update({f"mlp{m + 1}_l1": l1.item(), f"mlp{m + 1}_ce": ce.item()})
+            if agree is not None:
+                out[f"mlp{m + 1}_top1"] = agree
+    out["loss"] = total.item()
+    return total, out

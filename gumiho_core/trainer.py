@@ -168,7 +168,7 @@ class Trainer:
             tokens = int(batch.valid.sum())
             with self._autocast():
                 loss, metrics = gumiho_loss(self.drafter, batch, weights,
-                                            uniform_noise(batch, self.cfg.noise).to(dev))
+                                            uniform_noise(batch, self.cfg.noise).to(dev), metrics=False)
             (loss * tokens / self.cfg.tokens_per_step).backward()
             acc_tokens += tokens
             for k, v in metrics.items():
@@ -177,7 +177,7 @@ class Trainer:
             if acc_tokens >= self.cfg.tokens_per_step:
                 self._optimizer_step()
                 acc_tokens = 0
-            bar.set_postfix(loss=f"{metrics['loss']:.3f}", top1=f"{metrics['serial_top1']:.2f}")
+            bar.set_postfix(loss=f"{metrics['loss']:.3f}", l1=f"{metrics['serial_l1']:.3f}")
         if acc_tokens:
             self._optimizer_step()
         self.epoch += 1

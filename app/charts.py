@@ -1,0 +1,109 @@
+"""Plotly charts of a run up to the step on screen: speed, running speedup, tokens per step, acceptance by depth."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from .palette import TARGET, look
+from .state import Run
+from .stats import MAX_DEPTH, run_stats, running_speedup
+from .text_view import token_origins
+from .tree_view import legend_items
+
+PLAIN_COLOUR = "#7a7a7a"
+METHOD_COLOUR = {"gumiho": "#D55E00", "serial": "#0072B2", "ar": PLAIN_COLOUR}
+_FONT = dict(size=14, family="system-ui, sans-serif")
+
+
+def _figure(title: str, x: str, y: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=dict(text=title, font=dict(size=15)), template="plotly_white", font=_FONT, height=300,
+                      margin=dict(l=60, r=16, t=48, b=48), xaxis_title=x, yaxis_title=y,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
+    return fig
+
+
+def speed_figure(run: Run, upto: int) -> go.Figure:
+    """Tokens against compute time, for the run and for plain decoding of the same prompt on this machine."""
+    fig = _figure("Tokens over time (measured here)", "compute seconds (animation excluded)", "tokens")
+    method = run.settings.method
+    tokens = [r.total_new_tokens for r in run.records[: upto + 1]]
+    fig.add_scatter(x=[0.0] + run.clock[: upto + 1], y=[0] + tokens, mode="lines+markers", line_shape="hv",
+                    name=method if method != "ar" else "plain decoding", line=dict(color=METHOD_COLOUR[method], width=3))
+    if method != "ar" and run.baseline:
+        limit = tokens[-1] if tokens else 0
+        pts = [(n, t) for n, t in run.baseline if n <= limit]
+        fig.add_scatter(x=[0.0] + [t for _, t in pts], y=[0] + [n for n, _ in pts], mode="lines", line_shape="hv",
+                        name="plain decoding", line=dict(color=PLAIN_COLOUR, width=2, dash="dot"))
+    return fig
+
+
+def speedup_figure(run: Run, upto: int) -> go.Figure:
+    """The running speedup: plain decoding's time to the same number of tokens, over this run's time."""
+    fig = _figure("Speedup over plain decoding", "tokens so far", "× faster")
+    if run.settings.method == "ar":
+        pairs = [(r.total_new_tokens, 1.0) for r in run.records[: upto + 1]]
+    else:
+        pairs = running_speedup(run, upto)
+    fig.add_scatter(x=[n for n, _ in pairs], y=[s for _, s in pairs], mode="lines+markers", name="speedup",
+                    line=dict(color=METHOD_COLOUR[run.settings.method], width=3))
+    fig.add_hline(y=1.0, line=dict(color=PLAIN_COLOUR, dash="dot"), annotation_text="plain decoding",
+                  annotation_position="bottom right")
+    top = max([s for _, s in pairs] + [1.5])
+    fig.update_yaxes(range=[0, top * 1.15])
+    return fig
+
+
+def accept_figure(run: Run, upto: int) -> go.Figure:
+    """Tokens each step added, stacked by who proposed them (the target's bonus on top)."""
+    stats = run_stats(run, upto)
+    fig = _figure(f"Tokens per step (mean {stats.mean_accept_len:.2f})", "step", "tokens added")
+    steps = [r for r in run.records[1: upto + 1]]
+    origins = [token_origins(r) for r in steps]
+    for who in legend_items({o for row in origins for o in row} | {TARGET}):
+        lk = look(who)
+        fig.add_bar(x=[r.index for r in steps], y=[row.count(who) for row in origins], name=lk.tag,
+                    marker=dict(color=lk.colour, line=dict(color="#ffffff", width=0.5)),
+                    hovertemplate=f"step %{{x}}: %{{y}} from {lk.name}<extra></extra>")
+    fig.update_layout(barmode="stack", bargap=0.15)
+    most = max([len(r.new_token_ids) for r in steps] + [1])
+    fig.update_yaxes(dtick=1 if most <= 10 else None, range=[0, most + 0.5])
+    fig.update_xaxes(dtick=1 if len(steps) <= 20 else None, range=[0.4, max(len(steps), 1) + 0.6])
+    return fig
+
+
+def depth_figure(run: Run, upto: int) -> go.Figure:
+    """Per depth: how often the accepted path got there, and how often the token there was right once it did."""
+    stats = run_stats(run, upto)
+    fig = _figure("Acceptance by depth", "draft depth", "share of steps")
+    if run.settings.method == "ar" or not stats.steps:
+        why = "plain decoding drafts nothing" if run.settings.method == "ar" else "no decoding step yet"
+        fig.add_annotation(text=why, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=16))
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return fig
+    depths = list(range(1, MAX_DEPTH + 1))
+    heads = _head_by_depth(run, upto)
+    rates = stats.depth_rates
+    fig.add_bar(x=depths, y=[r or 0 for r in rates], name="right, given the path got there",
+                marker=dict(color=[look(heads.get(d, "")).colour for d in depths]),
+                text=[f"{look(heads[d]).tag}" if d in heads else "" for d in depths], textposition="inside",
+                customdata=list(zip(stats.depth_accepted, stats.depth_reached)),
+                hovertemplate="depth %{x}: %{customdata[0]} of %{customdata[1]} steps<extra></extra>")
+    reach = [a / stats.steps for a in stats.depth_accepted]
+    fig.add_scatter(x=depths, y=reach, mode="lines+markers", name="steps whose path reached it",
+                    line=dict(color="#111111", width=2))
+    fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def _head_by_depth(run: Run, upto: int) -> dict[int, str]:
+    heads = {}
+    for rec in run.records[: upto + 1]:
+        if rec.tree is not None:
+            heads.update({d: p for d, p in zip(rec.tree.depth, rec.tree.proposer) if d > 0})
+    return heads
+
+
+def all_figures(run: Run, upto: int) -> tuple[go.Figure, go.Figure, go.Figure, go.Figure]:
+    return speed_figure(run, upto), speedup_figure(run, upto), accept_figure(run, upto), depth_figure(run, upto)

@@ -1,0 +1,94 @@
+"""The form's values turned into validated gumiho_core settings, and the named tree presets.
+
+Every check here raises GumihoError with a message that can be shown as is; gumiho_core's own
+config classes do the range checks, so the app and the CLI agree on what is allowed.
+"""
+from __future__ import annotations
+
+import math
+
+from gumiho_core import METHODS, DecodeConfig, GumihoError, TreeConfig
+
+from .state import Settings
+
+MAX_NEW_TOKENS = 1024  # the app's own bound: a run is watched, step by step
+CUSTOM = "custom"
+TREE_FIELDS = ("top_k", "mlp_topk", "pruning", "total_tokens", "depth")
+
+
+def tree_presets(device: str | None = None) -> dict[str, TreeConfig]:
+    """Named tree shapes, in menu order. `device` is for presets that depend on the hardware."""
+    return {
+        "paper": TreeConfig(),  # the authors' 64-node tree
+        "small (CPU)": TreeConfig(top_k=6, mlp_topk=6, pruning=8, total_tokens=16),  # verification is costly on a CPU
+    }
+
+
+def default_preset(device: str) -> str:
+    return "paper" if device.startswith("cuda") else "small (CPU)"
+
+
+def preset_name(tree: TreeConfig, device: str | None = None) -> str:
+    """The preset whose shape equals `tree` (the mode aside), or "custom"."""
+    shape = {k: getattr(tree, k) for k in TREE_FIELDS}
+    for name, cfg in tree_presets(device).items():
+        if shape == {k: getattr(cfg, k) for k in TREE_FIELDS}:
+            return name
+    return CUSTOM
+
+
+def whole(value, name: str) -> int:
+    """An integer from a form field (which may hand over a float like 24.0, or None when empty)."""
+    if value is None or value == "":
+        raise GumihoError(f"{name} is empty: give a whole number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value != int(value):
+        raise GumihoError(f"{name} must be a whole number; got {value!r}")
+    return int(value)
+
+
+def number(value, name: str) -> float:
+    if value is None or value == "":
+        raise GumihoError(f"{name} is empty: give a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise GumihoError(f"{name} must be a number; got {value!r}")
+    return float(value)
+
+
+def decode_settings(max_new_tokens, temperature, top_p, seed) -> DecodeConfig:
+    n = whole(max_new_tokens, "max new tokens")
+    if n > MAX_NEW_TOKENS:
+        raise GumihoError(f"max new tokens is {n}; this app decodes at most {MAX_NEW_TOKENS} tokens per run")
+    return DecodeConfig(max_new_tokens=n, temperature=number(temperature, "temperature"),
+                        top_p=number(top_p, "top_p"), seed=whole(seed, "seed"))
+
+
+def tree_settings(top_k, mlp_topk, pruning, total_tokens, depth) -> TreeConfig:
+    values = dict(zip(TREE_FIELDS, (top_k, mlp_topk, pruning, total_tokens, depth)))
+    return TreeConfig(**{k: whole(v, k) for k, v in values.items()})
+
+
+def check_prompt(prompt) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise GumihoError("the prompt is empty: type something for the model to answer")
+    return prompt
+
+
+def check_method(method) -> str:
+    if method not in METHODS:
+        raise GumihoError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    return method
+
+
+def parse_settings(prompt, method, max_new_tokens, temperature, top_p, seed, device: str,
+                   top_k, mlp_topk, pruning, total_tokens, depth) -> Settings:
+    """All the form's values at once; the first bad one raises."""
+    tree = tree_settings(top_k, mlp_topk, pruning, total_tokens, depth)
+    decode = decode_settings(max_new_tokens, temperature, top_p, seed)
+    return Settings(check_prompt(prompt), check_method(method), decode, tree, preset_name(tree, device))
+
+
+def api_settings(prompt, method, max_new_tokens, temperature, seed) -> Settings:
+    """The endpoint's values; everything it does not take is the CLI's default (the authors' tree, top_p 1)."""
+    decode = decode_settings(max_new_tokens, temperature, DecodeConfig.top_p, seed)
+    return Settings(check_prompt(prompt), check_method(method), decode, TreeConfig(), "paper")

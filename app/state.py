@@ -1,0 +1,92 @@
+"""Per-user data: a recorded run (plain data, can be saved and replayed without a model) and the view on it.
+
+One `UserState` lives in each browser session's gr.State. The running animation and the Pause,
+speed and fast-mode controls share it: a control sets a field, the animation reads it between
+pictures.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gumiho_core import DecodeConfig, StepRecord, TreeConfig
+
+from .tree_view import COMMITTED
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the user asked for, validated."""
+
+    prompt: str
+    method: str
+    decode: DecodeConfig
+    tree: TreeConfig
+    preset: str
+
+
+@dataclass
+class Run:
+    """One decoding run as data: the request, every step, and the plain-decoding baseline it is compared with."""
+
+    settings: Settings
+    target: str  # model name
+    device: str
+    prompt_tokens: int
+    notes: list[str] = field(default_factory=list)  # what the engine warned about (e.g. an untrained drafter)
+    records: list[StepRecord] = field(default_factory=list)
+    clock: list[float] = field(default_factory=list)  # compute seconds after each record; animation excluded
+    baseline: list[tuple[int, float]] = field(default_factory=list)  # plain decoding: (tokens, seconds) per step
+    baseline_ids: list[int] = field(default_factory=list)
+    pieces: dict[int, str] = field(default_factory=dict)  # token id -> its text, for every token on screen
+    special_ids: set[int] = field(default_factory=set)
+    text: str = ""  # the answer as the tokenizer decodes it (what the CLI prints)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t for rec in self.records for t in rec.new_token_ids]
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.records) and self.records[-1].done
+
+    def add(self, record: StepRecord, seconds: float) -> None:
+        """Append a step that took `seconds` of compute."""
+        self.records.append(record)
+        self.clock.append((self.clock[-1] if self.clock else 0.0) + seconds)
+
+    def add_baseline(self, record: StepRecord, seconds: float) -> None:
+        total = (self.baseline[-1][1] if self.baseline else 0.0) + seconds
+        self.baseline.append((record.total_new_tokens, total))
+        self.baseline_ids += record.new_token_ids
+
+
+@dataclass
+class UserState:
+    """Everything one visitor has: the run on screen, the live decoders behind it, and the view's position."""
+
+    run: Run | None = None
+    live: object | None = None  # runner.Live while the run can still decode more steps; not saved
+    cursor: int = -1  # index of the step on screen
+    stage: str = COMMITTED  # how far into that step's animation the screen is
+    delay: float = 0.5  # seconds per animation picture
+    fast: bool = False  # one picture per step, no pauses
+    pause: bool = False  # set by Pause, read by the animation between pictures
+    busy: bool = False  # an animation is running for this visitor
+    export_path: str | None = None
+    export_key: tuple = ()
+
+    def reset(self, run: Run | None, live=None) -> None:
+        self.run, self.live, self.cursor, self.stage = run, live, -1, COMMITTED
+        self.pause = False
+
+    @property
+    def can_compute(self) -> bool:
+        """True while the live decoder can produce more steps."""
+        return self.live is not None and not self.live.session.done
+
+    @property
+    def more_to_show(self) -> bool:
+        """Steps (or the rest of a step) that Next or Resume would show."""
+        if self.run is None:
+            return False
+        return self.stage != COMMITTED or self.cursor + 1 < len(self.run.records) or self.can_compute
