@@ -59,12 +59,13 @@ def accept_figure(run: Run, upto: int) -> go.Figure:
     fig = _figure(f"Tokens per step (mean {stats.mean_accept_len:.2f})", "step", "tokens added")
     steps = [r for r in run.records[1: upto + 1]]
     origins = [token_origins(r) for r in steps]
-    for who in legend_items({o for row in origins for o in row} | {TARGET}):
+    drafted = legend_items({o for row in origins for o in row} - {TARGET})
+    for who in drafted + [TARGET]:  # stacked as in a step: drafted tokens by depth, the bonus on top
         lk = look(who)
         fig.add_bar(x=[r.index for r in steps], y=[row.count(who) for row in origins], name=lk.tag,
                     marker=dict(color=lk.colour, line=dict(color="#ffffff", width=0.5)),
                     hovertemplate=f"step %{{x}}: %{{y}} from {lk.name}<extra></extra>")
-    fig.update_layout(barmode="stack", bargap=0.15)
+    fig.update_layout(barmode="stack", bargap=0.15, legend_traceorder="normal")
     most = max([len(r.new_token_ids) for r in steps] + [1])
     fig.update_yaxes(dtick=1 if most <= 10 else None, range=[0, most + 0.5])
     fig.update_xaxes(dtick=1 if len(steps) <= 20 else None, range=[0.4, max(len(steps), 1) + 0.6])

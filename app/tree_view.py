@@ -117,10 +117,12 @@ def node_tip(record: StepRecord, node: int, pieces: Mapping[int, str], verified:
               f"draft probability {_pct(math.exp(tree.logprob[node]))} given its parent; "
               f"path probability {_pct(math.exp(tree.score[node]))}"]
     if verified and v is not None:
-        parent = tree.parents[node]
-        wanted = visible(piece_of(pieces, v.target_token[parent]))
-        lines.append(f"target: {_pct(v.target_prob[node])} for this token; its top choice here: {wanted!r}")
         status = node_status(tree, v.accepted)[node]
+        if status != "unreached":  # the target only checked the children of the accepted path
+            wanted = visible(piece_of(pieces, v.target_token[tree.parents[node]]))
+            prob = v.target_prob[node] if node < len(v.target_prob) else math.nan  # () when not traced
+            said = f"{_pct(prob)} for this token; " if math.isfinite(prob) else ""
+            lines.append(f"target: {said}its top choice here: {wanted!r}")
         lines.append({"accepted": "✓ accepted",
                       "rejected": "✗ rejected: the target did not take this token here",
                       "unreached": "not checked: an earlier token on its path was rejected"}[status])

@@ -170,11 +170,13 @@ def describe(user: UserState) -> str:
             f"<b>Replay</b> animates it again, <b>Export</b> saves it.")
 
 
-def _running(user: UserState) -> str:
+def _running(user: UserState, computing: bool) -> str:
     run = user.run
     s = run.settings
-    return (f"Running <b>{escape(s.method)}</b> on {escape(run.target)} ({escape(run.device)}), tree "
-            f"<i>{escape(s.preset)}</i>: step {max(user.cursor, 0)}. <b>Pause</b> to step back and forth.")
+    what = "Running" if computing else "Replaying recorded steps of"
+    return (f"{what} <b>{escape(s.method)}</b> on {escape(run.target)} ({escape(run.device)}), tree "
+            f"<i>{escape(s.preset)}</i>: step {max(user.cursor, 0)} of {'…' if user.can_compute else len(run.records) - 1}."
+            f" <b>Pause</b> to step back and forth.")
 
 
 # -- the animation -----------------------------------------------------------------------------
@@ -213,7 +215,7 @@ def play(view: View, user: UserState, models: Models | None = None, one_step: bo
                 break
             for stage in (todo[-1:] if user.fast else todo):
                 user.stage = stage
-                yield picture(view, user, _running(user), charts=stage == COMMITTED)
+                yield picture(view, user, _running(user, models is not None), charts=stage == COMMITTED)
                 _wait(user)
                 if user.pause:
                     break
@@ -288,7 +290,7 @@ def on_load(view: View, user: UserState, path):
     try:
         run = runfile.read(path)
     except runfile.RunFileError as e:
-        raise _fail(e) from None
+        raise gr.Error(f"Could not load this run file: {e}") from None
     user.reset(run)
     user.cursor = len(run.records) - 1
     gr.Info(f"Loaded a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it.")
@@ -365,11 +367,11 @@ def _toolbar():
     """Run and step controls, above the picture they act on."""
     with gr.Row(elem_id="gm-buttons"):
         run_btn = gr.Button("▶ Run", variant="primary", elem_id="run")
-        pause_btn = gr.Button("⏸ Pause", interactive=False, elem_id="pause")
-        resume_btn = gr.Button("⏵ Resume", interactive=False, elem_id="resume")
+        pause_btn = gr.Button("Pause", interactive=False, elem_id="pause")
+        resume_btn = gr.Button("Resume", interactive=False, elem_id="resume")
         stop_btn = gr.Button("■ Stop", variant="stop", interactive=False, elem_id="stop")
-        prev_btn = gr.Button("◀ Prev step", interactive=False, elem_id="prev")
-        next_btn = gr.Button("Next step ▶", interactive=False, elem_id="next")
+        prev_btn = gr.Button("◀ Prev", interactive=False, elem_id="prev")
+        next_btn = gr.Button("Next ▶", interactive=False, elem_id="next")
         replay_btn = gr.Button("⟲ Replay", interactive=False, elem_id="replay")
     return run_btn, pause_btn, resume_btn, stop_btn, prev_btn, next_btn, replay_btn
 
