@@ -97,10 +97,33 @@ def _records(data: dict) -> list[StepRecord]:
             raise RunFileError(f"step {i} of the run file is malformed ({type(e).__name__}: {e})") from None
         if rec.index != i:
             raise RunFileError(f"step {i} of the run file says it is step {rec.index}: the steps are out of order")
+        _check_record(rec, i, records[-1].total_new_tokens if records else 0)
         records.append(rec)
     if not records:
         raise RunFileError("the run file has no steps")
     return records
+
+
+def _check_record(rec: StepRecord, i: int, tokens_before: int) -> None:
+    """What the pictures rely on: a speculative step has a tree and a verdict whose path is in that tree."""
+    def bad(why: str):
+        raise RunFileError(f"step {i} of the run file is inconsistent: {why}")
+
+    if rec.kind not in ("prefill", "speculative", "autoregressive"):
+        bad(f"unknown kind {rec.kind!r}")
+    if rec.total_new_tokens != tokens_before + len(rec.new_token_ids):
+        bad("total_new_tokens does not add up")
+    if rec.kind != "speculative":
+        return
+    tree, v = rec.tree, rec.verdict
+    if tree is None or v is None:
+        bad("a speculative step needs a tree and a verdict")
+    n = len(tree)
+    if v.accepted[:1] != (0,) or any(tree.parents[b] != a for a, b in zip(v.accepted, v.accepted[1:]) if b < n) \
+            or max(v.accepted) >= n:
+        bad("the accepted path is not a path of its tree")
+    if len(v.target_token) != n or len(v.target_prob) not in (0, n):
+        bad("the verdict does not cover every node of the tree")
 
 
 def _times(values: list, name: str) -> list[float]:

@@ -230,7 +230,8 @@ def tree_svg(record: StepRecord, pieces: Mapping[int, str], stage: str = COMMITT
         strong = bool(status) and status[i] == "accepted"
         css = _node_css(i, status, fresh, stage)
         body.append(f'<g opacity="{_OPACITY.get(status[i], 1) if status else 1}">'
-                    + _edge_svg(tree.depth[p], lay.row[p], tree.depth[i], lay.row[i], css, strong) + "</g>")
+                    + _edge_svg(tree.depth[p], lay.row[p], tree.depth[i], lay.row[i],
+                                css.replace("gm-node", "gm-edge"), strong) + "</g>")
     for i in shown:
         css = _node_css(i, status, fresh, stage)
         strong = bool(status) and status[i] == "accepted" and i > 0
@@ -250,7 +251,8 @@ def _bonus_svg(record: StepRecord, pieces: Mapping[int, str], lay: Layout, stage
     css = "gm-node gm-bonus" + (" gm-pop" if stage == VERIFIED else "")
     tip = (f"{visible(piece_of(pieces, v.bonus))!r}  (token {v.bonus})\nthe target's own next token after the "
            f"accepted path: every step gains at least this one token")
-    return (_edge_svg(tree.depth[last], lay.row[last], col, lay.bonus_row, css, True, dashed=True)
+    return (_edge_svg(tree.depth[last], lay.row[last], col, lay.bonus_row, css.replace("gm-node", "gm-edge"), True,
+                      dashed=True)
             + _node_svg(col, lay.bonus_row, TARGET, "★" + short(piece_of(pieces, v.bonus), LABEL_CHARS - 1),
                         tip, css, True))
 
@@ -262,7 +264,7 @@ def single_step_svg(record: StepRecord, pieces: Mapping[int, str]) -> str:
     body = [_node_svg(0, 0, "root", what, f"{what}: the target reads it", "gm-node", False)]
     if token is not None:
         tip = f"{visible(piece_of(pieces, token))!r}  (token {token})\nthe target's own token: one pass, one token"
-        body += [_edge_svg(0, 0, 1, 0, "gm-node", True),
+        body += [_edge_svg(0, 0, 1, 0, "gm-edge", True),
                  _node_svg(1, 0, TARGET, "★" + short(piece_of(pieces, token), LABEL_CHARS - 1), tip,
                            "gm-node gm-enter", True)]
     return _wrap(body, LEFT + 2 * COL_W, TOP + ROW_H, "one target step")

@@ -386,6 +386,11 @@ def _files():
 
 def build_demo(models: Models) -> gr.Blocks:
     """The whole page for `models` (nothing is loaded until the first run)."""
+    return build_view(models)[0]
+
+
+def build_view(models: Models) -> tuple[gr.Blocks, View]:
+    """The page and the components its pictures update (tests drive the handlers through the View)."""
     with gr.Blocks(title="Gumiho visualiser") as demo:
         gr.Markdown("# Gumiho visualiser\nWatch speculative decoding draft, verify and accept, step by step: "
                     "a serial transformer head drafts the first two tokens, parallel MLP heads the next five, "
@@ -411,7 +416,7 @@ def build_demo(models: Models) -> gr.Blocks:
         state = gr.State(UserState())
         view = View(status, *column, speed, speedup, accept, depth, how, *toolbar, *files, state)
         _wire(view, models, form, delay, fast)
-    return demo
+    return demo, view
 
 
 def _wire(view: View, models: Models, form, delay, fast) -> None:
