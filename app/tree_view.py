@@ -64,21 +64,20 @@ def stages(record: StepRecord) -> tuple[str, ...]:
 # -- layout ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Layout:
-    row: tuple[int, ...]  # per node
-    bonus_row: int | None  # the target's bonus token gets a row of its own, reserved from the start
+    row: tuple[int, ...]  # per node; row 0 is the target's lane (the bonus token), drafts start at row 1
     rows: int
 
 
-def layout(tree: DraftTree, bonus_parent: int | None = None) -> Layout:
+BONUS_ROW = 0  # a lane of its own, the same at every stage, so an empty slot never hints at the verdict
+
+
+def layout(tree: DraftTree) -> Layout:
     """Rows in depth-first order, best child first; a node shares the row of its first child."""
     rows = [0] * len(tree)
-    state = {"next": 0, "bonus": None}
+    state = {"next": BONUS_ROW + 1}
 
     def place(node: int) -> int:
         first = None
-        if node == bonus_parent:  # the bonus continues the accepted line, ahead of the drafted children
-            first = state["bonus"] = state["next"]
-            state["next"] += 1
         for child in tree.children[node]:
             row = place(child)
             first = row if first is None else first
@@ -89,7 +88,7 @@ def layout(tree: DraftTree, bonus_parent: int | None = None) -> Layout:
         return first
 
     place(0)
-    return Layout(tuple(rows), state["bonus"], state["next"])
+    return Layout(tuple(rows), state["next"])
 
 
 def node_status(tree: DraftTree, accepted: tuple[int, ...]) -> list[str]:
@@ -219,12 +218,13 @@ def tree_svg(record: StepRecord, pieces: Mapping[int, str], stage: str = COMMITT
     order = stages(record)
     verified = stage in (VERIFIED, COMMITTED)
     last = v.accepted[-1]
-    lay = layout(tree, last)
+    lay = layout(tree)
     status = node_status(tree, v.accepted) if verified else None
     shown, fresh = _visible_nodes(tree, stage, order)
     cols = max(tree.depth) + 1 + (1 if tree.depth[last] == max(tree.depth) else 0)
     width, height = LEFT + cols * COL_W, TOP + lay.rows * ROW_H + 6
-    body = [_headers(tree, cols, height)]
+    lane = f'<rect x="0" y="{TOP - 2}" width="{width}" height="{ROW_H}" fill="#808080" fill-opacity="0.09"/>'
+    body = [_headers(tree, cols, height), lane]
     for i in shown[1:]:
         p = tree.parents[i]
         strong = bool(status) and status[i] == "accepted"
@@ -239,22 +239,29 @@ def tree_svg(record: StepRecord, pieces: Mapping[int, str], stage: str = COMMITT
         body.append(f'<g opacity="{_OPACITY.get(status[i], 1) if status and i else 1}">'
                     + _node_svg(tree.depth[i], lay.row[i], tree.proposer[i], label,
                                 node_tip(record, i, pieces, verified), css, strong) + "</g>")
-    if verified:
-        body.append(_bonus_svg(record, pieces, lay, stage))
+    body.append(_bonus_svg(record, pieces, lay, stage) if verified else _lane_hint())
     return _wrap(body, width, height, "draft tree")
 
 
 def _bonus_svg(record: StepRecord, pieces: Mapping[int, str], lay: Layout, stage: str) -> str:
+    """The target's own token, in its lane, one column right of the last accepted node."""
     tree, v = record.tree, record.verdict
     last = v.accepted[-1]
     col = tree.depth[last] + 1
     css = "gm-node gm-bonus" + (" gm-pop" if stage == VERIFIED else "")
     tip = (f"{visible(piece_of(pieces, v.bonus))!r}  (token {v.bonus})\nthe target's own next token after the "
            f"accepted path: every step gains at least this one token")
-    return (_edge_svg(tree.depth[last], lay.row[last], col, lay.bonus_row, css.replace("gm-node", "gm-edge"), True,
+    return (_edge_svg(tree.depth[last], lay.row[last], col, BONUS_ROW, css.replace("gm-node", "gm-edge"), True,
                       dashed=True)
-            + _node_svg(col, lay.bonus_row, TARGET, "★" + short(piece_of(pieces, v.bonus), LABEL_CHARS - 1),
-                        tip, css, True))
+            + _node_svg(col, BONUS_ROW, TARGET, "★" + short(piece_of(pieces, v.bonus), LABEL_CHARS - 1), tip, css,
+                        True))
+
+
+def _lane_hint() -> str:
+    """Before the verdict, the empty lane says what will appear in it."""
+    x, y = _xy(1, BONUS_ROW)
+    return (f'<text class="gm-head" x="{x + 2}" y="{y + 14}" font-style="italic">target\u2019s own token '
+            f'(★) will appear in this row after verification</text>')
 
 
 def single_step_svg(record: StepRecord, pieces: Mapping[int, str]) -> str:

@@ -20,11 +20,11 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .autotree import choose_tree, device_name
+from .autotree import device_name
 from .config import DecodeConfig, TreeConfig
 from .engine import generate, start
 from .errors import GumihoError
-from .generate import model_args, quiet_transformers
+from .generate import explicit_tree, model_args, quiet_transformers, resolve_tree, tree_args
 from .models import ASSETS, load_drafter, load_target
 from .text import encode_prompt
 from .timing import synchronize
@@ -138,17 +138,12 @@ def plot(results: dict, path: str | Path) -> Path:
     return Path(path)
 
 
-def trees_for(tree_flag: str, methods, target, drafter) -> tuple[dict, dict]:
-    """TreeConfig per speculative method, and what auto chose (for the report)."""
+def trees_for(args, methods, target, drafter) -> tuple[dict, dict]:
+    """TreeConfig per speculative method, and where each came from (for the report)."""
     trees, notes = {}, {}
     for m in ("gumiho", "serial"):
-        if m not in methods and not (m == "gumiho" and "gumiho-traced" in methods):
-            continue
-        if tree_flag == "auto":
-            choice = choose_tree(target, drafter, m)
-            trees[m], notes[m] = choice.tree.with_(mode=m), choice.summary()
-        else:
-            trees[m] = TreeConfig(mode=m)
+        if m in methods or (m == "gumiho" and "gumiho-traced" in methods):
+            trees[m], notes[m] = resolve_tree(args, m, target, drafter)
     return trees, notes
 
 
@@ -162,7 +157,8 @@ def bench(args) -> dict:
     rows = read_jsonl(args.prompts, required=("prompt",))[: args.n_prompts or None]
     target = load_target(args.target, device=args.device, dtype=args.dtype)
     drafter = load_drafter(args.draft, target) if set(methods) & {"gumiho", "serial", "gumiho-traced"} else None
-    trees, notes = trees_for(args.tree, methods, target, drafter)
+    explicit_tree(args)
+    trees, notes = trees_for(args, methods, target, drafter)
     prompts = [encode_prompt(target.tokenizer, r["prompt"]) for r in rows]
     greedy = args.temperature == 0
     for m in methods:  # warm-up: first calls pay for allocations and lazy initialisation
@@ -183,7 +179,7 @@ def bench(args) -> dict:
     bar.close()
     return {"device": device_name(target.device), "model": target.name, "dtype": str(target.dtype).replace("torch.", ""),
             "n_prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
-            "tree": {m: t.to_dict() for m, t in trees.items()}, "auto": notes,
+            "tree": {m: t.to_dict() for m, t in trees.items()}, "tree_source": notes,
             "methods": summarise(per_prompt, methods, greedy)}
 
 
@@ -197,11 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma list of ar, hf, hf-lookup, gumiho, serial, gumiho-traced (gumiho with the records "
                         "the app keeps, to measure their overhead)")
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--tree", default="auto", choices=["auto", "paper"],
-                   help="auto: the best tree measured on this device (cached); paper: the authors' 64-node tree")
     p.add_argument("--out", help="write the results as JSON here")
     p.add_argument("--plot", help="write a bar chart (PNG) here")
     model_args(p)
+    tree_args(p)
     return p
 
 
@@ -215,7 +210,7 @@ def main(argv=None) -> int:
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for m, note in results["auto"].items():
+    for m, note in results["tree_source"].items():
         print(f"[{m}] {note}")
     print(table(results))
     if args.out:

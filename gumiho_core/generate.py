@@ -15,22 +15,43 @@ from .errors import GumihoError
 from .models import load_drafter, load_target
 from .text import decode_tokens, encode_prompt
 
+log = logging.getLogger(__name__)
+
+
+TREE_FIELDS = ("top_k", "mlp_topk", "pruning", "total_tokens", "depth")
+
 
 def tree_args(parser: argparse.ArgumentParser) -> None:
-    """Tree-shape flags shared by the CLIs (defaults: the authors' tree, TreeConfig)."""
+    """Tree flags shared by the CLIs: a preset, or explicit shape flags (unset ones take the paper's values)."""
     d = TreeConfig()
     g = parser.add_argument_group("draft tree")
-    g.add_argument("--top-k", type=int, default=d.top_k, help=f"children per expanded node (default {d.top_k})")
-    g.add_argument("--mlp-topk", type=int, default=d.mlp_topk, help=f"tokens per MLP head (default {d.mlp_topk})")
-    g.add_argument("--pruning", type=int, default=d.pruning, help=f"MLP beam width (default {d.pruning})")
-    g.add_argument("--total-tokens", type=int, default=d.total_tokens,
-                   help=f"nodes verified per step, root included (default {d.total_tokens})")
-    g.add_argument("--depth", type=int, default=d.depth, help=f"deepest draft level (default {d.depth})")
+    g.add_argument("--tree", default="auto", choices=["auto", "paper"],
+                   help="auto: the tree with the best measured tokens/s on this device (measured once, cached); "
+                        "paper: the authors' 64-node tree. Any shape flag below overrides both.")
+    g.add_argument("--top-k", type=int, help=f"children per expanded node (paper: {d.top_k})")
+    g.add_argument("--mlp-topk", type=int, help=f"tokens per MLP head (paper: {d.mlp_topk})")
+    g.add_argument("--pruning", type=int, help=f"MLP beam width (paper: {d.pruning})")
+    g.add_argument("--total-tokens", type=int, help=f"nodes verified per step, root included (paper: {d.total_tokens})")
+    g.add_argument("--depth", type=int, help=f"deepest draft level (paper: {d.depth})")
 
 
-def tree_from_args(args) -> TreeConfig:
-    return TreeConfig(top_k=args.top_k, mlp_topk=args.mlp_topk, pruning=args.pruning,
-                      total_tokens=args.total_tokens, depth=args.depth)
+def explicit_tree(args) -> TreeConfig | None:
+    """The tree the shape flags ask for (paper values for unset ones), or None when no flag was given."""
+    given = {f: getattr(args, f) for f in TREE_FIELDS if getattr(args, f) is not None}
+    return TreeConfig(**given) if given else None
+
+
+def resolve_tree(args, method: str, target, drafter) -> tuple[TreeConfig, str]:
+    """(tree, a note on where it came from) for a speculative method."""
+    tree = explicit_tree(args)
+    if tree is not None:
+        return tree.with_(mode=method), "explicit flags"
+    if args.tree == "paper":
+        return TreeConfig(mode=method), "the authors' tree"
+    from .autotree import choose_tree
+
+    choice = choose_tree(target, drafter, method)
+    return choice.tree.with_(mode=method), choice.summary()
 
 
 def model_args(parser: argparse.ArgumentParser) -> None:
@@ -61,19 +82,23 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args) -> dict:
     decode = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                           seed=args.seed)
-    tree = tree_from_args(args)
+    explicit_tree(args)  # bad shape flags fail before any model loads
     if not args.prompt.strip():
         raise GumihoError("the prompt is empty: type something for the model to answer")
     target = load_target(args.target, device=args.device, dtype=args.dtype)
-    drafter = None if args.method == "ar" else load_drafter(args.draft, target)
+    drafter = tree = note = None
+    if args.method != "ar":
+        drafter = load_drafter(args.draft, target)
+        tree, note = resolve_tree(args, args.method, target, drafter)
+        log.info("tree: %s", note)
     prompt_ids = encode_prompt(target.tokenizer, args.prompt, raw=args.raw)
-    session = start(args.method, target, prompt_ids, decode, tree, drafter)
+    session = start(args.method, target, prompt_ids, decode, tree or TreeConfig(), drafter)
     stream = None if args.json else _Streamer(target.tokenizer)
     result = generate(session, args.method, keep_records=False, on_step=stream)
     out = result.summary()
     out["text"] = decode_tokens(target.tokenizer, result.token_ids)
-    out.update(target=target.name, prompt_tokens=len(prompt_ids), tree=tree.to_dict() if drafter else None,
-               decode=decode.to_dict())
+    out.update(target=target.name, prompt_tokens=len(prompt_ids), tree=tree.to_dict() if tree else None,
+               tree_source=note, decode=decode.to_dict())
     return out
 
 

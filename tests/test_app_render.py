@@ -15,7 +15,7 @@ from app.settings import api_settings, parse_settings, preset_name, tree_presets
 from app.state import Run, Settings, UserState
 from app.stats import baseline_time, run_stats, running_speedup
 from app.text_view import legend_html, output_html, token_origins
-from app.tree_view import COMMITTED, VERIFIED, layout, node_status, short, stages, tree_svg, visible
+from app.tree_view import BONUS_ROW, COMMITTED, VERIFIED, layout, node_status, short, stages, tree_svg, visible
 from gumiho_core import DecodeConfig, DraftPhase, DraftTree, GumihoError, StepRecord, TreeConfig, Verdict
 
 # A small Gumiho tree (ids are token ids; node index in brackets):
@@ -73,14 +73,12 @@ def test_stages_follow_the_phases_then_verify_and_commit():
     assert stages(prefill()) == (COMMITTED,)
 
 
-def test_layout_puts_each_node_on_its_best_childs_row_and_reserves_the_bonus_row():
-    lay = layout(TREE, bonus_parent=3)
-    assert lay.row[0] == lay.row[1] == lay.bonus_row == 0  # root -> best S1 -> accepted S2 -> bonus: one line
-    assert lay.row[3] == 0 and lay.row[6] == lay.row[7] == 1  # the drafted child moved below the bonus
+def test_layout_puts_each_node_on_its_best_childs_row_below_the_targets_lane():
+    lay = layout(TREE)
+    assert lay.row[0] == lay.row[1] == lay.row[3] == lay.row[6] == lay.row[7] == BONUS_ROW + 1  # the best line
     cells = {(TREE.depth[i], lay.row[i]) for i in range(len(TREE))}
     assert len(cells) == len(TREE), "two nodes share a cell"
-    assert (TREE.depth[3] + 1, lay.bonus_row) not in cells, "the bonus cell is taken by a drafted node"
-    assert lay.rows == 4
+    assert all(r > BONUS_ROW for r in lay.row) and lay.rows == 4
 
 
 def test_node_status():
@@ -104,6 +102,7 @@ def test_tree_appears_phase_by_phase():
     assert counts["serial2"].count("S2") == 3 and "M1" not in counts["serial2"]
     assert {"M1", "M2"} <= set(counts["parallel"]) and "T" not in counts["parallel"]
     assert counts[VERIFIED].count("T") == 1 and counts[COMMITTED].count("T") == 1  # the bonus node
+    assert "will appear in this row" in tree_svg(rec, PIECES, "parallel")
     assert "gm-enter" in _body(tree_svg(rec, PIECES, "serial2")) and "gm-fade" in _body(tree_svg(rec, PIECES, VERIFIED))
     assert "gm-fade" not in _body(tree_svg(rec, PIECES, COMMITTED))  # the fade plays once, not on every redraw
 
