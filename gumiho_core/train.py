@@ -4,7 +4,8 @@
     python -m gumiho_core.train generate-data        # the target answers the training prompts
     python -m gumiho_core.train extract-features     # one target forward per conversation
     python -m gumiho_core.train train                # the paper's objective, resumable
-    python -m gumiho_core.train evaluate --draft DIR # acceptance on held-out prompts
+    python -m gumiho_core.train evaluate             # acceptance on held-out prompts (gumiho and serial)
+    python -m gumiho_core.train ship                 # copy the heads to assets/ with a model card
 
 Every step reads and writes under --workdir (default ~/.cache/gumiho/train/<target>); the
 defaults reproduce the heads shipped in assets/.
@@ -96,9 +97,86 @@ def cmd_evaluate(args, target) -> None:
     print(json.dumps(report))
 
 
+def cmd_ship(args, target) -> None:
+    """Copy the trained heads into assets/ with a model card (data, steps, time, loss curve, acceptance)."""
+    import json
+    import shutil
+
+    from .models import DEFAULT_DRAFTER
+    from .trainer import plot_history
+
+    run = workdir_for(args) / "run"
+    if not (run / "drafter" / "model.safetensors").is_file():
+        raise GumihoError(f"no trained drafter in {run}; run the train command first")
+    dest = Path(args.ship_to) if args.ship_to else DEFAULT_DRAFTER
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(run / "drafter" / name, dest / name)
+    history = json.loads((run / "history.json").read_text())
+    plot_history(history, dest / "loss.png")
+    evaluation = workdir_for(args) / "evaluation.json"
+    report = json.loads(evaluation.read_text()) if evaluation.is_file() else None
+    answers = workdir_for(args) / "answers.jsonl"
+    (dest / "README.md").write_text(model_card(target, json.loads((dest / "config.json").read_text()), history,
+                                               report, answers))
+    log.info("shipped to %s", dest)
+
+
+def model_card(target, meta: dict, history: list[dict], report: dict | None, answers: Path) -> str:
+    from collections import Counter
+
+    from .data import read_jsonl
+
+    rows = read_jsonl(answers) if answers.is_file() else []
+    modes = Counter(r["mode"] for r in rows)
+    tokens = sum(len(r["answer_ids"]) for r in rows)
+    cfg = meta["train_config"]
+    hours = sum(h["seconds"] for h in history) / 3600
+    last = history[-1]
+    lines = [
+        f"# Gumiho heads for {target.name}", "",
+        "Trained with `python -m gumiho_core.train all` (the defaults reproduce these heads). "
+        "Architecture and objective: GUMIHO.md (2 serial LLaMA layers + 5 parallel MLP heads).", "",
+        "## Data", "",
+        f"Self-distillation: the target's own answers to the project's {len({r['id'] for r in rows})} training "
+        f"prompts (`gumiho_core/data/train_prompts.jsonl`), {len(rows)} answers "
+        f"({', '.join(f'{n} {m}' for m, n in sorted(modes.items()))}), {tokens:,} answer tokens.", "",
+        "## Training", "",
+        f"{last['epoch']} epochs, {last['step']} optimizer steps of about {cfg['tokens_per_step']} tokens, "
+        f"AdamW lr {cfg['lr']} (warm-up {cfg['warmup_steps']} steps, linear decay), grad clip {cfg['grad_clip']}, "
+        f"{cfg['precision']} matmuls on {device_label(target)}; {hours:.2f} hours. Draft vocabulary: the "
+        f"{cfg['draft_vocab']} most frequent tokens of the training data (the target still verifies over all "
+        f"{target.vocab_size}). Weights stored in fp16.", "",
+        "![loss curve](loss.png)", "",
+        f"Held-out (5% of conversations), teacher-forced top-1 agreement with the target after the last epoch: "
+        + ", ".join(f"{k[4:-5]} {last[k]:.3f}" for k in last if k.startswith("val_") and k.endswith("_top1")) + ".",
+        "",
+    ]
+    if report:
+        lines += ["## Acceptance (real decoding, temperature 0)", "",
+                  f"{report['prompts']} held-out prompts (`prompts/heldout.jsonl`, not used in training), "
+                  f"{report['max_new_tokens']} new tokens each, the authors' tree (top_k 14, 64 nodes):", "",
+                  "| drafting | mean accepted length (tokens per target pass) | "
+                  + " | ".join(f"depth {d}" for d in range(1, 8)) + " |",
+                  "|---|---|" + "---|" * 7]
+        for method in ("gumiho", "serial"):
+            r = report[method]
+            lines.append(f"| {method} | {r['mean_accept_len']:.2f} | "
+                         + " | ".join(f"{x:.2f}" for x in r["per_depth"]) + " |")
+        lines += ["", "Depth d's rate is P(the accepted path reaches depth d | it reached depth d-1). Measure with "
+                  "`python -m gumiho_core.train evaluate --draft assets/smollm2-135m-instruct-gumiho`.", ""]
+    return "\n".join(lines)
+
+
+def device_label(target) -> str:
+    from .autotree import device_name
+
+    return device_name(target.device)
+
+
 def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", help="JSONL of {\"prompt\": ...} (default: the project's training prompts)")
-    p.add_argument("--modes", default="greedy,t0.6,t0.9", help="answers per prompt: greedy and/or t<temperature>")
+    p.add_argument("--modes", default="greedy,t0.6", help="answers per prompt: greedy and/or t<temperature>")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-answer-tokens", type=int, default=320)
     p.add_argument("--conversations", help="your own JSONL of conversations instead of generated answers")
@@ -115,12 +193,13 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     e.add_argument("--eval-n", type=int, default=0, help="use only the first N prompts (0 = all)")
     e.add_argument("--eval-tokens", type=int, default=128, help="new tokens per prompt")
     e.add_argument("--eval-out", help="where to write the JSON report (default: <workdir>/evaluation.json)")
+    p.add_argument("--ship-to", help="ship: destination folder (default: assets/smollm2-135m-instruct-gumiho)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gumiho_core.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["generate-data", "extract-features", "train", "evaluate", "all"])
+    p.add_argument("command", choices=["generate-data", "extract-features", "train", "evaluate", "ship", "all"])
     p.add_argument("--workdir", help="where data, features and checkpoints go")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-v", "--verbose", action="store_true")
@@ -130,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {"generate-data": cmd_generate_data, "extract-features": cmd_extract_features, "train": cmd_train,
-            "evaluate": cmd_evaluate}
+            "evaluate": cmd_evaluate, "ship": cmd_ship}
 
 
 def main(argv=None) -> int:
@@ -141,7 +220,7 @@ def main(argv=None) -> int:
         from .models import load_target
 
         target = load_target(args.target, device=args.device, dtype="float32" if args.dtype == "auto" else args.dtype)
-        steps = list(COMMANDS) if args.command == "all" else [args.command]
+        steps = [c for c in COMMANDS if c != "ship"] if args.command == "all" else [args.command]
         for name in steps:
             log.info("== %s", name)
             COMMANDS[name](args, target)
