@@ -27,8 +27,9 @@ def speed_figure(run: Run, upto: int) -> go.Figure:
     fig = _figure("Tokens over time (measured here)", "compute seconds (animation excluded)", "tokens")
     method = run.settings.method
     tokens = [r.total_new_tokens for r in run.records[: upto + 1]]
+    name = method if method != "ar" else "plain decoding"
     fig.add_scatter(x=[0.0] + run.clock[: upto + 1], y=[0] + tokens, mode="lines+markers", line_shape="hv",
-                    name=method if method != "ar" else "plain decoding", line=dict(color=METHOD_COLOUR[method], width=3))
+                    name=name, line=dict(color=METHOD_COLOUR[method], width=3))
     if method != "ar" and run.baseline:
         limit = tokens[-1] if tokens else 0
         pts = [(n, t) for n, t in run.baseline if n <= limit]

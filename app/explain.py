@@ -58,7 +58,8 @@ def step_caption(record: StepRecord, stage: str, pieces: Mapping[int, str], prom
         text = _verdict_sentence(record, pieces)
     elif stage == COMMITTED:
         text = (f"<b>Step {record.index}, commit:</b> {_plural(len(record.new_token_ids), 'token')} "
-                f"{_quote(pieces, record.new_token_ids)} join the text. Draft {_ms(record.draft_s)} + verify {_ms(record.verify_s)} + commit {_ms(record.commit_s)}.")
+                f"{_quote(pieces, record.new_token_ids)} join the text. Draft {_ms(record.draft_s)} + verify "
+                f"{_ms(record.verify_s)} + commit {_ms(record.commit_s)}.")
     else:
         text = f"<b>Step {record.index}.</b> " + _phase_sentence(record, stage)
     return f'<style>{CSS}</style><div class="gm-cap" aria-live="polite">{text}</div>'

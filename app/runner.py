@@ -10,8 +10,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from gumiho_core import (GumihoError, decode_tokens, encode_prompt, generate, load_drafter, load_target,
-                         resolve_device, start, token_pieces)
+from gumiho_core import (GumihoError, decode_tokens, encode_prompt, generate, load_drafter, load_target, resolve_device,
+                         start, token_pieces)
 
 from .state import Run, Settings
 

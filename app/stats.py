@@ -73,10 +73,11 @@ def _mean_ms(values) -> float:
     return 1000 * sum(values) / len(values) if values else 0.0
 
 
-def _baseline_stats(run: Run, upto: int, tokens: int, seconds: float) -> tuple[float | None, float | None, float | None]:
-    """(plain decoding tokens/s, speedup after step `upto`, mean plain step ms), plain decoding up to as many tokens."""
+def _baseline_stats(run: Run, upto: int, tokens: int, seconds: float):
+    """(plain decoding tokens/s, speedup after step `upto`, mean plain step ms); each None where unknown."""
     if run.settings.method == "ar":  # the run is its own baseline
-        return (tokens / seconds if seconds else None), 1.0, _mean_ms(b - a for a, b in zip(run.clock, run.clock[1:upto + 1]))
+        step_ms = _mean_ms(b - a for a, b in zip(run.clock, run.clock[1:upto + 1]))
+        return (tokens / seconds if seconds else None), 1.0, step_ms
     points = [(n, t) for n, t in run.baseline if n <= tokens]
     if not points:
         return None, None, None

@@ -36,7 +36,7 @@ def token_origins(record: StepRecord) -> list[str]:
 
 def _token_tip(record: StepRecord, origin: str, position: int) -> str:
     if record.kind == "prefill":
-        return f"step 0 (prefill): the target's first token after reading the prompt"
+        return "step 0 (prefill): the target's first token after reading the prompt"
     if origin == TARGET:
         what = "the target's own token" if record.tree is None else "the target's bonus token"
         return f"step {record.index}: {what}"

@@ -267,8 +267,10 @@ def _lane_hint() -> str:
 def single_step_svg(record: StepRecord, pieces: Mapping[int, str]) -> str:
     """A step without a draft (the prefill, or plain decoding): context -> the target's one token."""
     token = record.new_token_ids[0] if record.new_token_ids else None
-    what = "the prompt" if record.kind == "prefill" else "the text so far"
-    body = [_node_svg(0, 0, "root", what, f"{what}: the target reads it", "gm-node", False)]
+    what = "prompt" if record.kind == "prefill" else "context"
+    heads = ("the prompt" if record.kind == "prefill" else "the text so far", "the target's token")
+    body = [f'<text class="gm-head" x="{_xy(col, 0)[0] + 2}" y="38">{escape(h)}</text>' for col, h in enumerate(heads)]
+    body.append(_node_svg(0, 0, "root", what, f"{heads[0]}: the target reads it in one pass", "gm-node", False))
     if token is not None:
         tip = f"{visible(piece_of(pieces, token))!r}  (token {token})\nthe target's own token: one pass, one token"
         body += [_edge_svg(0, 0, 1, 0, "gm-edge", True),

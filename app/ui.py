@@ -21,8 +21,8 @@ from . import runfile
 from .charts import all_figures
 from .explain import how_it_works_md, numbers_html, step_caption
 from .runner import Models, advance, api_generate, start_run
-from .settings import (CUSTOM, TREE_FIELDS, api_settings, default_preset, parse_settings,
-                       preset_name, tree_presets, tree_settings)
+from .settings import (CUSTOM, TREE_FIELDS, api_settings, default_preset, parse_settings, preset_name, tree_presets,
+                       tree_settings)
 from .state import UserState
 from .stats import run_stats
 from .text_view import legend_html, output_html, proposers_in
@@ -174,9 +174,9 @@ def _running(user: UserState, computing: bool) -> str:
     run = user.run
     s = run.settings
     what = "Running" if computing else "Replaying recorded steps of"
+    last = "…" if user.can_compute else len(run.records) - 1
     return (f"{what} <b>{escape(s.method)}</b> on {escape(run.target)} ({escape(run.device)}), tree "
-            f"<i>{escape(s.preset)}</i>: step {max(user.cursor, 0)} of {'…' if user.can_compute else len(run.records) - 1}."
-            f" <b>Pause</b> to step back and forth.")
+            f"<i>{escape(s.preset)}</i>: step {max(user.cursor, 0)} of {last}. <b>Pause</b> to step back and forth.")
 
 
 # -- the animation -----------------------------------------------------------------------------
