@@ -21,6 +21,7 @@ CSS = """
 .gm-legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:14px;margin:6px 2px;color:#222}
 .gm-legend span.gm-sw{display:inline-block;min-width:24px;text-align:center;font-weight:700;font-size:11px;
   border:2px solid;border-radius:4px;margin-right:4px;font-family:ui-monospace,monospace}
+.gm-key{font-size:13px;color:#444}
 .gm-placeholder{color:#777;font-style:italic}
 """
 
@@ -70,14 +71,19 @@ def output_html(records: Sequence[StepRecord], pieces: Mapping[int, str], specia
     return f'<style>{CSS}</style><div class="gm-out" role="document" aria-label="answer">{"".join(spans)}</div>'
 
 
-def legend_html(proposers: Iterable[str]) -> str:
-    """Swatch (colour and tag) and name for each proposer that appears, in a fixed order."""
+_KEY = ("<span><b>bold outline</b>: accepted by the target</span><span><i>dashed, faded</i>: rejected</span>"
+        "<span><i>pale</i>: never checked (an earlier token was rejected)</span><span>★: the target's own token</span>")
+
+
+def legend_html(proposers: Iterable[str], key: bool = True) -> str:
+    """Swatch (colour and tag) and name for each proposer that appears, in a fixed order; then how to read a node."""
     items = []
     for p in legend_items(proposers):
         lk = look(p)
         items.append(f'<span><span class="gm-sw" style="background:{lk.tint};border-color:{lk.colour};'
                      f'color:{lk.colour}">{escape(lk.tag)}</span>{escape(lk.name)}</span>')
-    return f'<style>{CSS}</style><div class="gm-legend" aria-label="legend">{"".join(items)}</div>'
+    return (f'<style>{CSS}</style><div class="gm-legend" aria-label="legend">{"".join(items)}</div>'
+            + (f'<div class="gm-legend gm-key">{_KEY}</div>' if key else ""))
 
 
 def proposers_in(records: Sequence[StepRecord]) -> set[str]:

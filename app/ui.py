@@ -145,7 +145,7 @@ def picture(view: View, user: UserState, message: str, charts: bool = True) -> d
     out.update({
         view.caption: step_caption(rec, stage, run.pieces, run.prompt_tokens),
         view.tree: tree_svg(rec, run.pieces, stage),
-        view.legend: legend_html(proposers_in(run.records[: user.cursor + 1])),
+        view.legend: legend_html(proposers_in(run.records[: user.cursor + 1]), key=run.settings.method != "ar"),
         view.text: output_html(run.records[: upto + 1], run.pieces, run.special_ids,
                                highlight=rec.index if stage == COMMITTED else None),
         view.answer: _answer_so_far(user, upto),
@@ -163,11 +163,13 @@ def describe(user: UserState) -> str:
     where = f"step {user.cursor} of {len(run.records) - 1}"
     if user.can_compute:
         return f"Paused at {where}. <b>Next</b> shows one more step, <b>Resume</b> goes on, <b>Prev</b> goes back."
-    end = run.records[-1].stop_reason
+    browse = "<b>Prev</b>/<b>Next</b> step through it, <b>Replay</b> animates it again, <b>Export</b> saves it."
+    if not run.finished:
+        return f"Stopped: showing {where}. {browse}"
+    reason = run.records[-1].stop_reason
     how = {"eos": "the model ended its answer", "max_new_tokens": "max new tokens reached",
-           "context": "the context is full"}.get(end, "stopped early")
-    return (f"Showing {where}; the run has ended ({how}). <b>Prev</b>/<b>Next</b> step through it, "
-            f"<b>Replay</b> animates it again, <b>Export</b> saves it.")
+           "context": "the context is full"}.get(reason, escape(str(reason)))
+    return f"Showing {where}; the run has ended ({how}). {browse}"
 
 
 def _running(user: UserState, computing: bool) -> str:
@@ -227,6 +229,8 @@ def play(view: View, user: UserState, models: Models | None = None, one_step: bo
         raise (_fail(e) if isinstance(e, GumihoError) else e) from None
     finally:
         user.busy = False
+        if user.live is not None and user.live.session.done:
+            user.live = None  # the run is over: free its caches (they matter with a large model on a GPU)
     yield picture(view, user, describe(user))
 
 
@@ -266,7 +270,7 @@ def on_stop(view: View, user: UserState):
     if user.run is None:
         return picture(view, user, describe(user))
     user.stage = COMMITTED
-    return picture(view, user, f"Stopped at step {max(user.cursor, 0)}. " + describe(user))
+    return picture(view, user, describe(user))
 
 
 def on_prev(view: View, user: UserState):

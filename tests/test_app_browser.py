@@ -160,12 +160,17 @@ def test_bad_input_keeps_the_page_and_what_was_typed(page):
     shot(page, "bad-input")
 
 
-def test_animation_pause_steps_replay_export_and_load(page, tmp_path):
+def test_animation_stop_pause_steps_replay_export_and_load(page, tmp_path):
     page.fill("#prompt textarea", PROMPT)
     set_number(page, "max-new-tokens", 10)
-    set_number(page, "delay", 0.1)
     page.click("#run")
     page.wait_for_selector("#tree svg")
+    page.click("#stop")
+    expect(page.locator("#status")).to_contain_text("Stopped: showing step")
+    expect(page.locator("#run")).to_be_enabled()
+    set_number(page, "delay", 0.1)
+    page.click("#run")
+    expect(page.locator("#caption")).to_contain_text("Step 2", timeout=60_000)
     shot(page, "animating", "#tree")
     page.click("#pause")
     expect(page.locator("#status")).to_contain_text("Paused at step")

@@ -394,7 +394,7 @@ def test_stop_ends_the_run_and_keeps_what_was_shown(app_view):
     frames.close()  # what cancelling the event does to the generator
     out = on_stop(view, user)
     assert user.live is None and not user.busy and not user.can_compute and user.run.records
-    assert "Stopped at step" in out[view.status]
+    assert "Stopped: showing step" in out[view.status]
 
 
 @needs_default
