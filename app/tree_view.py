@@ -177,7 +177,7 @@ def _headers(tree: DraftTree, cols: int, height: int) -> str:
                          f'rx="8" fill="{fill}"/><text class="gm-band" x="{x0}" y="17" fill="{ink}">{title}</text>')
     for col in range(cols):
         x, _ = _xy(col, 0)
-        name = "root" if col == 0 else (f"{look(by_depth[col]).tag} · depth {col}" if col in by_depth else "bonus")
+        name = "root" if col == 0 else (f"{look(by_depth[col]).tag} · depth {col}" if col in by_depth else "")
         parts.append(f'<text class="gm-head" x="{x + 2}" y="38">{escape(name)}</text>')
     return "".join(parts)
 
@@ -217,11 +217,10 @@ def tree_svg(record: StepRecord, pieces: Mapping[int, str], stage: str = COMMITT
     tree, v = record.tree, record.verdict
     order = stages(record)
     verified = stage in (VERIFIED, COMMITTED)
-    last = v.accepted[-1]
     lay = layout(tree)
     status = node_status(tree, v.accepted) if verified else None
     shown, fresh = _visible_nodes(tree, stage, order)
-    cols = max(tree.depth) + 1 + (1 if tree.depth[last] == max(tree.depth) else 0)
+    cols = max(tree.depth) + 2  # room for a bonus after the deepest node, at every stage: the width gives nothing away
     width, height = LEFT + cols * COL_W, TOP + lay.rows * ROW_H + 6
     lane = f'<rect x="0" y="{TOP - 2}" width="{width}" height="{ROW_H}" fill="#808080" fill-opacity="0.09"/>'
     body = [_headers(tree, cols, height), lane]

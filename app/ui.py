@@ -217,7 +217,8 @@ def play(view: View, user: UserState, models: Models | None = None, one_step: bo
                 break
             for stage in (todo[-1:] if user.fast else todo):
                 user.stage = stage
-                yield picture(view, user, _running(user, models is not None), charts=stage == COMMITTED)
+                yield picture(view, user, _running(user, models is not None and user.can_compute),
+                              charts=stage == COMMITTED)
                 _wait(user)
                 if user.pause:
                     break
@@ -297,7 +298,8 @@ def on_load(view: View, user: UserState, path):
         raise gr.Error(f"Could not load this run file: {e}") from None
     user.reset(run)
     user.cursor = len(run.records) - 1
-    gr.Info(f"Loaded a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it.")
+    gr.Info(f"Loaded a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it.",
+            duration=5)
     return picture(view, user, f"Saved run loaded (no model needed): “{escape(run.settings.prompt[:120])}”. "
                    + describe(user))
 
