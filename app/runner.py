@@ -152,6 +152,7 @@ def api_generate(models: Models, settings: Settings) -> dict:
         result = generate(session, settings.method, keep_records=False)
     out = result.summary()
     out["text"] = decode_tokens(loaded.target.tokenizer, result.token_ids)
-    out.update(target=loaded.target.name, prompt_tokens=len(ids),
-               tree=settings.tree.to_dict() if drafter is not None else None, decode=settings.decode.to_dict())
+    tree = settings.tree.with_(mode=settings.method) if drafter is not None else None
+    out.update(target=loaded.target.name, prompt_tokens=len(ids), tree=tree.to_dict() if tree else None,
+               tree_source="the authors' tree" if tree else None, decode=settings.decode.to_dict())
     return out
