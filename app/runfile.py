@@ -34,12 +34,27 @@ def to_dict(run: Run) -> dict:
         "special_ids": sorted(run.special_ids),
         "clock": [round(t, 6) for t in run.clock],
         "baseline": [[n, round(t, 6)] for n, t in run.baseline], "baseline_ids": run.baseline_ids,
-        "records": [r.to_dict() for r in run.records],
+        "records": [_plain_json(r.to_dict()) for r in run.records],
     }
 
 
+def _plain_json(record: dict) -> dict:
+    """Unchecked nodes have a NaN target probability, which JSON cannot hold: null stands for it in the file."""
+    v = record.get("verdict")
+    if v:
+        v["target_prob"] = [None if isinstance(p, float) and math.isnan(p) else p for p in v["target_prob"]]
+    return record
+
+
+def _from_plain_json(record):
+    v = record.get("verdict") if isinstance(record, dict) else None
+    if isinstance(v, dict) and isinstance(v.get("target_prob"), list):
+        v["target_prob"] = [math.nan if p is None else p for p in v["target_prob"]]
+    return record
+
+
 def dumps(run: Run) -> str:
-    return json.dumps(to_dict(run), ensure_ascii=False)
+    return json.dumps(to_dict(run), ensure_ascii=False, allow_nan=False)
 
 
 def read(path: str) -> Run:
@@ -92,7 +107,7 @@ def _records(data: dict) -> list[StepRecord]:
     records = []
     for i, d in enumerate(_get(data, "records", list)):
         try:
-            rec = StepRecord.from_dict(d)
+            rec = StepRecord.from_dict(_from_plain_json(d))
         except (KeyError, TypeError, ValueError, AssertionError, AttributeError) as e:
             raise RunFileError(f"step {i} of the run file is malformed ({type(e).__name__}: {e})") from None
         if rec.index != i:

@@ -265,8 +265,10 @@ def test_a_run_file_round_trips(tmp_path):
     run = make_run()
     path = tmp_path / "run.json"
     path.write_text(runfile.dumps(run), encoding="utf-8")
+    assert "NaN" not in path.read_text()  # plain JSON, readable by any tool
     back = runfile.read(str(path))
     assert json.dumps([r.to_dict() for r in back.records]) == json.dumps([r.to_dict() for r in run.records])
+    assert math.isnan(back.records[1].verdict.target_prob[5])
     assert back.pieces == run.pieces and back.clock == pytest.approx(run.clock)
     assert back.baseline == [(n, pytest.approx(t)) for n, t in run.baseline]
     assert back.settings == run.settings and back.text == run.text and back.special_ids == {99}
