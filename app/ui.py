@@ -268,9 +268,7 @@ def on_pause(user: UserState):
 def on_stop(view: View, user: UserState):
     """Ends the run where it is (the running animation is cancelled by the event itself)."""
     user.pause, user.busy, user.live = True, False, None
-    if user.run is None:
-        return picture(view, user, describe(user))
-    user.stage = COMMITTED
+    user.stage = COMMITTED  # a step cut short is shown whole
     return picture(view, user, describe(user))
 
 
