@@ -195,16 +195,30 @@ def _fingerprint(target: Target, drafter: GumihoDrafter, mode: str) -> str:
     return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
+def _cache_path(target: Target, drafter: GumihoDrafter, mode: str) -> Path:
+    return cache_dir() / "autotree" / f"{_fingerprint(target, drafter, mode)}.json"
+
+
+def cached_tree_choice(target: Target, drafter: GumihoDrafter, mode: str = "gumiho") -> TreeChoice | None:
+    """The choice measured earlier for this device, target, drafter and mode, or None (measures nothing)."""
+    path = _cache_path(target, drafter, mode)
+    if not path.is_file():
+        return None
+    try:
+        return TreeChoice.from_dict(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError):
+        log.warning("ignoring an unreadable auto-tree cache file %s", path)
+        return None
+
+
 def choose_tree(target: Target, drafter: GumihoDrafter, mode: str = "gumiho", prompts: list[list[int]] | None = None,
                 refresh: bool = False, progress=None, max_new_tokens: int = 32) -> TreeChoice:
     """Measure (or read from the cache) and return the best tree for this device. progress(frac, text)."""
     progress = progress or (lambda frac, text: None)
-    path = cache_dir() / "autotree" / f"{_fingerprint(target, drafter, mode)}.json"
-    if path.is_file() and not refresh:
-        try:
-            return TreeChoice.from_dict(json.loads(path.read_text()))
-        except (ValueError, KeyError, TypeError):
-            log.warning("ignoring an unreadable auto-tree cache file %s", path)
+    path = _cache_path(target, drafter, mode)
+    cached = None if refresh else cached_tree_choice(target, drafter, mode)
+    if cached is not None:
+        return cached
     if prompts is None:
         from .text import encode_prompt
 

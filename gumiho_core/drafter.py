@@ -155,10 +155,11 @@ class MLPBlock(nn.Module):
 
 
 class GumihoDrafter(nn.Module):
-    def __init__(self, cfg: DrafterConfig, shared: SharedWeights):
+    def __init__(self, cfg: DrafterConfig, shared: SharedWeights, origin: str = "untrained"):
         super().__init__()
         H = cfg.hidden_size
         self.cfg = cfg
+        self.origin = origin  # where the weights came from: a path, a hub id, or "untrained"
         self.fc = nn.Linear(2 * H, H, bias=True)
         self.layers = nn.ModuleList(DraftLayer(cfg, i) for i in range(cfg.num_layers))
         self.mlp = nn.ModuleList(
@@ -167,6 +168,10 @@ class GumihoDrafter(nn.Module):
         )
         self.rotary = LlamaRotaryEmbedding(cfg.llama_config())
         self.bind(shared)
+
+    @property
+    def trained(self) -> bool:
+        return self.origin != "untrained"
 
     def bind(self, shared: SharedWeights) -> None:
         V, H = shared.embed.shape

@@ -7,6 +7,7 @@ produces the first token.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 
@@ -36,7 +37,7 @@ class StepRecord:
     commit_s: float
     total_new_tokens: int
     total_steps: int  # decoding steps so far, the prefill not counted
-    elapsed_s: float  # wall time since the session started, the prefill included
+    compute_s: float  # seconds spent inside step() so far, the prefill included (pauses between steps excluded)
     done: bool
     stop_reason: str | None  # "eos" | "max_new_tokens" | "context" | None
 
@@ -53,11 +54,11 @@ class StepRecord:
                         "seconds": round(p.seconds, 6)} for p in self.phases],
             "verdict": None if v is None else {
                 "accepted": list(v.accepted), "bonus": v.bonus, "target_token": list(v.target_token),
-                "target_prob": [round(p, 5) for p in v.target_prob]},
+                "target_prob": [None if math.isnan(p) else round(p, 5) for p in v.target_prob]},
             "new_token_ids": list(self.new_token_ids),
             "draft_s": round(self.draft_s, 6), "verify_s": round(self.verify_s, 6),
             "commit_s": round(self.commit_s, 6), "total_new_tokens": self.total_new_tokens,
-            "total_steps": self.total_steps, "elapsed_s": round(self.elapsed_s, 6),
+            "total_steps": self.total_steps, "compute_s": round(self.compute_s, 6),
             "done": self.done, "stop_reason": self.stop_reason,
         }
 
@@ -71,11 +72,11 @@ class StepRecord:
                                     float(p["seconds"])) for p in d.get("phases", [])),
             verdict=None if v is None else Verdict(
                 tuple(int(x) for x in v["accepted"]), int(v["bonus"]), tuple(int(x) for x in v["target_token"]),
-                tuple(float(x) for x in v["target_prob"])),
+                tuple(float("nan") if x is None else float(x) for x in v["target_prob"])),
             new_token_ids=tuple(int(x) for x in d["new_token_ids"]),
             draft_s=float(d["draft_s"]), verify_s=float(d["verify_s"]), commit_s=float(d["commit_s"]),
             total_new_tokens=int(d["total_new_tokens"]), total_steps=int(d["total_steps"]),
-            elapsed_s=float(d["elapsed_s"]), done=bool(d["done"]), stop_reason=d.get("stop_reason"),
+            compute_s=float(d["compute_s"]), done=bool(d["done"]), stop_reason=d.get("stop_reason"),
         )
 
 
@@ -94,7 +95,9 @@ class Decoder:
         self.cache = target.new_cache()
         self.generator = torch.Generator(device=target.device).manual_seed(decode.seed)
         self._clock = Stopwatch(target.device)
-        self._t0: float | None = None
+        self._started = False
+        self._compute = 0.0  # seconds inside step() so far
+        self._step_t0 = 0.0
 
     # -- shared pieces ------------------------------------------------------------------------------
     @property
@@ -134,16 +137,18 @@ class Decoder:
         index = self.steps if kind == "prefill" else self.steps + 1
         if kind != "prefill":
             self.steps += 1
+        self._compute += time.perf_counter() - self._step_t0
         return StepRecord(index, kind, tree, tuple(phases), verdict, tuple(new), draft_s, verify_s, commit_s,
-                          len(self.generated), self.steps, time.perf_counter() - self._t0, self.done, reason)
+                          len(self.generated), self.steps, self._compute, self.done, reason)
 
     @torch.inference_mode()
     def step(self) -> StepRecord:
         if self.done:
             raise GumihoError(f"this session has finished ({self.stop_reason}); start a new one")
-        if self._t0 is None:
-            self._clock.start()
-            self._t0 = time.perf_counter()
+        self._clock.start()
+        self._step_t0 = time.perf_counter()
+        if not self._started:
+            self._started = True
             feats = self._prefill()
             first = self._pick(self.target.logits(feats[-1:])[0])
             verify_s = self._clock.lap()
@@ -166,7 +171,6 @@ class AutoregressiveDecoder(Decoder):
     kind = "autoregressive"
 
     def _decode_step(self) -> StepRecord:
-        self._clock.start()
         pos = self.seq_len - 1
         last = torch.tensor([self.generated[-1]], device=self.target.device)
         feats = self.target.forward(last, torch.tensor([pos], device=last.device), None, self.cache)
@@ -195,7 +199,6 @@ class SpeculativeDecoder(Decoder):
         self.ctx.ingest(feats, following)
 
     def _decode_step(self) -> StepRecord:
-        self._clock.start()
         past = self.cache.get_seq_length()  # the root (last token) is not in the cache yet
         tree, phases = build_tree(self.ctx, self.generated[-1], self.tree_cfg,
                                   max_depth=self.target.max_len - self.seq_len,

@@ -223,7 +223,7 @@ def _build(cfg: DrafterConfig, state: dict, target: Target, source: str) -> Gumi
     if "draft_vocab" in state:
         vocab_map = state["draft_vocab"].to(target.device, torch.long)
         shared = SharedWeights(shared.embed, shared.lm_head[vocab_map], vocab_map)
-    drafter = GumihoDrafter(cfg, shared)
+    drafter = GumihoDrafter(cfg, shared, origin=source)
     load_state(drafter, state, source)
     return drafter.to(target.device, target.dtype).eval()
 

@@ -35,6 +35,7 @@ class TrainConfig:
     noise: float = 0.2
     mlp_ce_from_epoch: int = 2  # w = 0 before this epoch, then mlp_ce (GUMIHO.md)
     mlp_ce: float = 0.1
+    serial_ce: float = 0.1
     draft_vocab: int = 8192  # 0 = the full vocabulary
     holdout: float = 0.05
     seed: int = 0
@@ -73,7 +74,7 @@ def new_drafter(target: Target, vocab_map: torch.Tensor | None, cfg: TrainConfig
     shared = target.shared_weights()
     if vocab_map is not None:
         shared = SharedWeights(shared.embed, shared.lm_head[vocab_map.to(shared.lm_head.device)], vocab_map)
-    drafter = GumihoDrafter(DrafterConfig.from_target(target.config), shared)
+    drafter = GumihoDrafter(DrafterConfig.from_target(target.config), shared, origin="training")
     with torch.no_grad():
         for layer in drafter.layers:
             for name, p in layer.named_parameters():
@@ -148,7 +149,8 @@ class Trainer:
         log.info("resumed from %s at epoch %d, step %d", path, self.epoch, self.step)
 
     def _weights(self) -> LossWeights:
-        return LossWeights(mlp_ce=self.cfg.mlp_ce if self.epoch >= self.cfg.mlp_ce_from_epoch else 0.0)
+        return LossWeights(serial_ce=self.cfg.serial_ce,
+                           mlp_ce=self.cfg.mlp_ce if self.epoch >= self.cfg.mlp_ce_from_epoch else 0.0)
 
     def _autocast(self):
         dev = self.target.device.type
@@ -207,7 +209,8 @@ class Trainer:
             batch = type(batch)(*(t.to(dev) for t in (batch.hidden, batch.ids, batch.valid, batch.assistant,
                                                       batch.lengths)))
             with self._autocast():
-                _, metrics = gumiho_loss(self.drafter, batch, LossWeights(mlp_ce=self.cfg.mlp_ce))
+                _, metrics = gumiho_loss(self.drafter, batch, LossWeights(serial_ce=self.cfg.serial_ce,
+                                                                          mlp_ce=self.cfg.mlp_ce))
             tokens = int(batch.valid.sum())
             for k, v in metrics.items():
                 sums[k] += v * tokens

@@ -39,12 +39,12 @@ def record(index=1, accepted=(0, 1, 3), bonus=20, new=None, total=None, done=Fal
     new = tuple(TREE.tokens[i] for i in accepted[1:]) + (bonus,) if new is None else new
     return StepRecord(index=index, kind="speculative", tree=TREE, phases=PHASES, verdict=verdict, new_token_ids=new,
                       draft_s=0.06, verify_s=0.1, commit_s=0.01, total_new_tokens=total or 1 + len(new),
-                      total_steps=index, elapsed_s=0.5, done=done, stop_reason=reason)
+                      total_steps=index, compute_s=0.5, done=done, stop_reason=reason)
 
 
 def prefill(token=21) -> StepRecord:
     return StepRecord(index=0, kind="prefill", tree=None, phases=(), verdict=None, new_token_ids=(token,),
-                      draft_s=0.0, verify_s=0.2, commit_s=0.0, total_new_tokens=1, total_steps=0, elapsed_s=0.2,
+                      draft_s=0.0, verify_s=0.2, commit_s=0.0, total_new_tokens=1, total_steps=0, compute_s=0.2,
                       done=False, stop_reason=None)
 
 
