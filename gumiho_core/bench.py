@@ -24,8 +24,8 @@ from .autotree import device_name
 from .config import DecodeConfig, TreeConfig
 from .engine import generate, start
 from .errors import GumihoError
-from .generate import explicit_tree, model_args, quiet_transformers, resolve_tree, tree_args
-from .models import ASSETS, load_drafter, load_target
+from .generate import explicit_tree, model_args, quiet_transformers, resolve_tree, target_from_args, tree_args
+from .models import ASSETS, load_drafter
 from .text import encode_prompt
 from .timing import synchronize
 
@@ -155,7 +155,7 @@ def bench(args) -> dict:
     if bad:
         raise GumihoError(f"unknown method {bad[0]!r}: choose from {', '.join(ALL_METHODS)}, gumiho-traced")
     rows = read_jsonl(args.prompts, required=("prompt",))[: args.n_prompts or None]
-    target = load_target(args.target, device=args.device, dtype=args.dtype)
+    target = target_from_args(args)
     drafter = load_drafter(args.draft, target) if set(methods) & {"gumiho", "serial", "gumiho-traced"} else None
     explicit_tree(args)
     trees, notes = trees_for(args, methods, target, drafter)

@@ -141,10 +141,19 @@ class Decoder:
         return StepRecord(index, kind, tree, tuple(phases), verdict, tuple(new), draft_s, verify_s, commit_s,
                           len(self.generated), self.steps, self._compute, self.done, reason)
 
-    @torch.inference_mode()
     def step(self) -> StepRecord:
         if self.done:
             raise GumihoError(f"this session has finished ({self.stop_reason}); start a new one")
+        try:
+            return self._step()
+        except torch.cuda.OutOfMemoryError:
+            self.done, self.stop_reason = True, "out_of_memory"
+            torch.cuda.empty_cache()
+            raise GumihoError("the GPU ran out of memory during this step: use a smaller tree (total_tokens), a "
+                              "shorter prompt or fewer new tokens") from None
+
+    @torch.inference_mode()
+    def _step(self) -> StepRecord:
         self._clock.start()
         self._step_t0 = time.perf_counter()
         if not self._started:

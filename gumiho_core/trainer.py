@@ -130,7 +130,7 @@ class Trainer:
         return torch.optim.AdamW(params, lr=self.cfg.lr, betas=(self.cfg.beta1, self.cfg.beta2), weight_decay=0.0)
 
     def _resume(self, path: Path) -> None:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=True)
         saved = TrainConfig(**state["train_config"])
         diff = {k: (v, getattr(self.cfg, k)) for k, v in asdict(saved).items()
                 if getattr(self.cfg, k) != v and k != "epochs"}
