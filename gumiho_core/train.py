@@ -176,7 +176,7 @@ def device_label(target) -> str:
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", help="JSONL of {\"prompt\": ...} (default: the project's training prompts)")
-    p.add_argument("--modes", default="greedy,t0.6", help="answers per prompt: greedy and/or t<temperature>")
+    p.add_argument("--modes", default="greedy", help="answers per prompt: greedy and/or t<temperature>")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-answer-tokens", type=int, default=320)
     p.add_argument("--conversations", help="your own JSONL of conversations instead of generated answers")
