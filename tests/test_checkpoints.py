@@ -41,7 +41,8 @@ def test_state_dict_has_the_official_keys_and_shapes(target):
     assert got == want
 
 
-def test_official_checkpoint_round_trip(target, tmp_path):
+def test_official_checkpoint_round_trip(target, tmp_path, monkeypatch):
+    monkeypatch.setenv("GUMIHO_DRAFTER_DTYPE", "float32")  # compare weights exactly
     cfg = target.config
     torch.manual_seed(3)
     state = {k: torch.randn(s) for k, s in official_layout(cfg.hidden_size, cfg.intermediate_size, 32,
@@ -89,3 +90,13 @@ def test_missing_and_corrupt_checkpoints(target, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(GumihoError, match="neither"):
         load_drafter(str(tmp_path / "empty"), target)
+
+
+def test_drafter_dtype_follows_the_device(target, monkeypatch):
+    from gumiho_core.models import drafter_dtype, untrained_drafter
+
+    monkeypatch.setenv("GUMIHO_DRAFTER_DTYPE", "bfloat16")
+    assert drafter_dtype(target) == torch.bfloat16
+    assert untrained_drafter(target).fc.weight.dtype == torch.bfloat16
+    monkeypatch.delenv("GUMIHO_DRAFTER_DTYPE")
+    assert drafter_dtype(target) in (torch.float32, torch.bfloat16)  # bf16 only where the CPU has it natively
