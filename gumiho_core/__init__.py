@@ -23,7 +23,8 @@ from .tree import DraftTree
 from .verify import Verdict
 
 __all__ = [
-    "TreeChoice", "cached_tree_choice", "choose_tree", "Acceptance", "DEFAULT_TARGET_NAME", "load_drafter", "load_target", "resolve_device", "untrained_drafter",
-    "decode_tokens", "encode_prompt", "token_pieces", "METHODS", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "RunResult",
+    "TreeChoice", "cached_tree_choice", "choose_tree", "Acceptance", "DEFAULT_TARGET_NAME", "load_drafter",
+    "load_target", "resolve_device", "untrained_drafter", "decode_tokens", "encode_prompt", "token_pieces",
+    "METHODS", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "RunResult",
     "StepRecord", "generate", "start", "GumihoError", "Target", "DraftTree", "Verdict",
 ]

@@ -144,7 +144,7 @@ def measure_draft(session: SpeculativeDecoder, mode: str, reps: int = 3) -> dict
     for k in TOP_K_GRID:
         for depth in range(1, 8):
             cfg = TreeConfig(mode=mode, top_k=k, mlp_topk=BEAM, pruning=BEAM, total_tokens=2, depth=depth)
-            out[f"{k},{depth}"] = _timed(lambda: build_tree(session.ctx, session.generated[-1], cfg), reps,
+            out[f"{k},{depth}"] = _timed(lambda cfg=cfg: build_tree(session.ctx, session.generated[-1], cfg), reps,
                                          session.target.device)
     return out
 

@@ -177,7 +177,8 @@ def bench(args) -> dict:
                                "identical": ref is not None and o.token_ids == ref.token_ids}
                            for m, o in outcomes.items()})
     bar.close()
-    return {"device": device_name(target.device), "model": target.name, "dtype": str(target.dtype).replace("torch.", ""),
+    return {"device": device_name(target.device), "model": target.name,
+            "dtype": str(target.dtype).replace("torch.", ""),
             "n_prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
             "tree": {m: t.to_dict() for m, t in trees.items()}, "tree_source": notes,
             "methods": summarise(per_prompt, methods, greedy)}

@@ -110,7 +110,8 @@ def generate_answers(target: Target, prompts: list[dict], out_path: str | Path, 
     """Append the target's answers to out_path, skipping (prompt, mode) pairs already there."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    done = {(r["id"], r["mode"]) for r in read_jsonl(out_path)} if out_path.is_file() and out_path.stat().st_size else set()
+    resuming = out_path.is_file() and out_path.stat().st_size
+    done = {(r["id"], r["mode"]) for r in read_jsonl(out_path)} if resuming else set()
     todo = [(i, m) for m in modes for i in range(len(prompts)) if (i, m.name) not in done]
     encoded = {i: encode_prompt(target.tokenizer, prompts[i]["prompt"]) for i, _ in todo}
     todo.sort(key=lambda im: (im[1].name, len(encoded[im[0]])))  # similar lengths share a batch

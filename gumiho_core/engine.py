@@ -255,7 +255,8 @@ def _check_tree(tree: TreeConfig, drafter: GumihoDrafter, target: Target) -> Non
     dc = drafter.cfg
     if tree.mode == "gumiho" and tree.depth > dc.serial_steps + dc.mlp_heads:
         raise GumihoError(f"depth {tree.depth} needs more heads than this drafter has: at most "
-                          f"{dc.serial_steps + dc.mlp_heads} ({dc.serial_steps} serial steps + {dc.mlp_heads} MLP heads)")
+                          f"{dc.serial_steps + dc.mlp_heads} ({dc.serial_steps} serial steps + "
+                          f"{dc.mlp_heads} MLP heads)")
     if tree.total_tokens > target.max_len:
         raise GumihoError(f"total_tokens {tree.total_tokens} exceeds the context length {target.max_len}")
     draft_vocab = drafter.shared.lm_head.shape[0]

@@ -61,7 +61,8 @@ def resolve_tree(args, method: str, target, drafter) -> tuple[TreeConfig, str]:
 
 def model_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("models")
-    g.add_argument("--target", default="default", help="'default' (SmolLM2-135M-Instruct, offline), a folder or a hub id")
+    g.add_argument("--target", default="default",
+                   help="'default' (SmolLM2-135M-Instruct, offline), a folder or a hub id")
     g.add_argument("--draft", default="default", help="'default', 'untrained', a folder, a checkpoint file or a hub id")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     g.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16/fp16 on GPU), float32, bfloat16, float16")

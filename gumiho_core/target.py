@@ -67,7 +67,10 @@ class Target:
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
                 cache: DynamicCache) -> torch.Tensor:
-        """tokens/positions [T] -> features [T, H]; appends T entries to `cache`. mask: [1, 1, T, S] or None (causal)."""
+        """tokens/positions [T] -> features [T, H]; appends T entries to `cache`.
+
+        mask: [1, 1, T, S] additive, or None for causal attention.
+        """
         out = self.base(input_ids=tokens[None], position_ids=positions[None], attention_mask=mask,
                         cache=cache, use_cache=True)
         return out.last_hidden_state[0]

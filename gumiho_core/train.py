@@ -148,7 +148,7 @@ def model_card(target, meta: dict, history: list[dict], report: dict | None, ans
         f"{cfg['draft_vocab']} most frequent tokens of the training data (the target still verifies over all "
         f"{target.vocab_size}). Weights stored in fp16.", "",
         "![loss curve](loss.png)", "",
-        f"Held-out (5% of conversations), teacher-forced top-1 agreement with the target after the last epoch: "
+        "Held-out (5% of conversations), teacher-forced top-1 agreement with the target after the last epoch: "
         + ", ".join(f"{k[4:-5]} {last[k]:.3f}" for k in last if k.startswith("val_") and k.endswith("_top1")) + ".",
         "",
     ]

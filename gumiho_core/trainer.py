@@ -77,7 +77,7 @@ def new_drafter(target: Target, vocab_map: torch.Tensor | None, cfg: TrainConfig
     drafter = GumihoDrafter(DrafterConfig.from_target(target.config), shared, origin="training")
     with torch.no_grad():
         for layer in drafter.layers:
-            for name, p in layer.named_parameters():
+            for p in layer.parameters():
                 if p.dim() == 2:
                     p.normal_(0.0, cfg.init_std)
     return drafter.float().train()

@@ -1,6 +1,5 @@
 """Bad input: a one-line GumihoError naming the value and what is allowed; never a torch traceback."""
 import pytest
-import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from gumiho_core import DecodeConfig, GumihoError, TreeConfig, start
@@ -73,7 +72,8 @@ def test_finished_session_refuses_more_steps(target):
 
 def test_mismatched_drafter(target):
     other = tiny_target(seed=1, hidden=32)
-    with pytest.raises(GumihoError, match="drafter has hidden size 32 and vocabulary 97, the target has hidden size 64"):
+    with pytest.raises(GumihoError,
+                       match="drafter has hidden size 32 and vocabulary 97, the target has hidden size 64"):
         GumihoDrafter(DrafterConfig.from_target(other.config), target.shared_weights())
 
 

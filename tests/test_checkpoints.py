@@ -8,7 +8,7 @@ from gumiho_core.models import load_drafter
 from tiny import random_drafter, tiny_target
 
 
-def official_layout(H, I, kv, V, heads=5):
+def official_layout(H, I, kv, V, heads=5):  # noqa: E741 (I = intermediate size, as in GUMIHO.md)
     """Keys and shapes as GUMIHO.md lists them, written out independently of the drafter module."""
     shapes = {"embed_tokens.weight": (V, H), "fc.weight": (H, 2 * H), "fc.bias": (H,)}
     for i in (0, 1):

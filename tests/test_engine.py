@@ -38,7 +38,8 @@ def test_random_drafter_matches_plain_greedy(target, drafter, method, tree_name)
     for prompt in PROMPTS:
         for max_new in (1, 7, 40):
             want = plain_greedy(target.model, prompt, max_new)
-            run = generate(start(method, target, prompt, DecodeConfig(max_new_tokens=max_new), TREES[tree_name], drafter))
+            decode = DecodeConfig(max_new_tokens=max_new)
+            run = generate(start(method, target, prompt, decode, TREES[tree_name], drafter))
             assert list(run.token_ids) == want, (method, tree_name, prompt, max_new)
             assert run.new_tokens == len(want) and run.stop_reason == "max_new_tokens"
 

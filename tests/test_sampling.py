@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 
-import gumiho_core.engine as engine
 from gumiho_core import DecodeConfig, TreeConfig, generate, start
 from gumiho_core.tree import DraftTree
 from gumiho_core.verify import Verdict, verify_sampling, warp
