@@ -163,6 +163,50 @@ def _select(pool: _Pool, total_tokens: int, max_depth: int) -> DraftTree:
     )
 
 
+@dataclass
+class _Serial:
+    """What the serial levels leave for the parallel one: each run node's output and fused input."""
+
+    out_of: dict  # pool node -> drafter output [H] (the root's is the context's last output)
+    fused_of: dict  # pool node -> its fused input fc(emb(token), parent output) [H]
+    frontier: list  # the last serial level's best top_k nodes
+
+
+def _serial_levels(ctx: DraftContext, pool: _Pool, cfg: TreeConfig, levels: int, clock: Stopwatch,
+                   phases: list) -> _Serial:
+    """Depth 1 from the context's last output; each deeper level runs the previous level's best top_k."""
+    drafter, to_target = ctx.drafter, ctx.drafter.to_target_ids
+    new, frontier = _expand_serial(pool, [0], _logprobs(drafter, ctx.last_out[None]), cfg.top_k, 1, "serial1",
+                                   to_target)
+    phases.append(DraftPhase("serial1", (1,), len(new), clock.lap()))
+    state, slots = _Serial({0: ctx.last_out}, {}, frontier), {}
+    for d in range(2, levels + 1):
+        parent_out = torch.stack([state.out_of[pool.parents[i]] for i in state.frontier])  # [n, H]
+        fused, out = _run_nodes(ctx, pool, state.frontier, parent_out, slots)
+        for row, node in enumerate(state.frontier):
+            state.out_of[node], state.fused_of[node] = out[row], fused[row]
+        name = proposer_name(cfg.mode, d, drafter.cfg.serial_steps)
+        new, state.frontier = _expand_serial(pool, state.frontier, _logprobs(drafter, out), cfg.top_k, d, name,
+                                             to_target)
+        phases.append(DraftPhase(name, (d,), len(new), clock.lap()))
+    return state
+
+
+def _parallel_levels(ctx: DraftContext, pool: _Pool, cfg: TreeConfig, serial: _Serial, n_heads: int,
+                     clock: Stopwatch, phases: list) -> None:
+    """The MLP heads read each last-serial-level node's OWN ancestry of fused inputs, all depths at once."""
+    drafter, s = ctx.drafter, ctx.drafter.cfg.serial_steps
+    frontier = serial.frontier
+    parent_out = torch.stack([serial.out_of[pool.parents[i]] for i in frontier])
+    tokens = torch.tensor([pool.tokens[i] for i in frontier], device=parent_out.device)
+    last_fused = drafter.fuse(tokens, parent_out)  # [n, H]
+    chains = [torch.cat([serial.fused_of[a] for a in reversed(_ancestors(pool, pool.parents[node]))]
+                        + [last_fused[row]]) for row, node in enumerate(frontier)]  # each [s * H]
+    feats = drafter.heads(torch.stack(chains), n_heads)  # [heads, n, H]
+    added = _beam_mlp(pool, frontier, _logprobs(drafter, feats), cfg, s + 1, drafter.to_target_ids)
+    phases.append(DraftPhase("parallel", tuple(range(s + 1, s + 1 + n_heads)), added, clock.lap()))
+
+
 @torch.inference_mode()
 def build_tree(ctx: DraftContext, root_token: int, cfg: TreeConfig, max_depth: int | None = None,
                clock: Stopwatch | None = None) -> tuple[DraftTree, tuple[DraftPhase, ...]]:
@@ -173,42 +217,13 @@ def build_tree(ctx: DraftContext, root_token: int, cfg: TreeConfig, max_depth: i
     drafter, clock = ctx.drafter, clock or Stopwatch(None)
     depth = min(cfg.depth, max_depth if max_depth is not None else cfg.depth)
     serial_depth = depth if cfg.mode == "serial" else min(depth, drafter.cfg.serial_steps)
-    mlp_depth = min(depth - serial_depth, drafter.cfg.mlp_heads)
-    pool, phases, slots = _Pool(), [], {}
+    n_heads = min(depth - serial_depth, drafter.cfg.mlp_heads)
+    pool, phases = _Pool(), []
     pool.add([int(root_token)], [-1], 0, [0.0], [0.0], ROOT)
-    if depth < 1:
-        return _select(pool, 1, 0), ()
-
-    clock.start()
-    to_target = drafter.to_target_ids
-    new, frontier = _expand_serial(pool, [0], _logprobs(drafter, ctx.last_out[None]), cfg.top_k, 1, "serial1",
-                                   to_target)
-    phases.append(DraftPhase("serial1", (1,), len(new), clock.lap()))
-
-    out_of = {0: ctx.last_out}
-    fused_of: dict[int, torch.Tensor] = {}
-    for d in range(2, serial_depth + 1):
-        parent_out = torch.stack([out_of[pool.parents[i]] for i in frontier])  # [n, H]
-        fused, out = _run_nodes(ctx, pool, frontier, parent_out, slots)
-        for row, node in enumerate(frontier):
-            out_of[node], fused_of[node] = out[row], fused[row]
-        name = proposer_name(cfg.mode, d, drafter.cfg.serial_steps)
-        new, frontier = _expand_serial(pool, frontier, _logprobs(drafter, out), cfg.top_k, d, name, to_target)
-        phases.append(DraftPhase(name, (d,), len(new), clock.lap()))
-
-    if mlp_depth > 0:
-        s = drafter.cfg.serial_steps
-        chains = []  # fused inputs along each frontier node's own ancestry, depth 1..s
-        parent_out = torch.stack([out_of[pool.parents[i]] for i in frontier])
-        tokens = torch.tensor([pool.tokens[i] for i in frontier], device=parent_out.device)
-        last_fused = drafter.fuse(tokens, parent_out)  # [n, H]
-        for row, node in enumerate(frontier):
-            ancestry = list(reversed(_ancestors(pool, pool.parents[node])))
-            chains.append(torch.cat([fused_of[a] for a in ancestry] + [last_fused[row]]))
-        feats = drafter.heads(torch.stack(chains), mlp_depth)  # [heads, n, H]
-        added = _beam_mlp(pool, frontier, _logprobs(drafter, feats), cfg, s + 1, to_target)
-        phases.append(DraftPhase("parallel", tuple(range(s + 1, s + 1 + mlp_depth)), added, clock.lap()))
-
-    ctx.cache.crop(ctx.committed)
-    tree = _select(pool, cfg.total_tokens, depth)
-    return tree, tuple(phases)
+    if depth >= 1:
+        clock.start()
+        serial = _serial_levels(ctx, pool, cfg, serial_depth, clock, phases)
+        if n_heads > 0:
+            _parallel_levels(ctx, pool, cfg, serial, n_heads, clock, phases)
+        ctx.cache.crop(ctx.committed)
+    return _select(pool, cfg.total_tokens if depth >= 1 else 1, depth), tuple(phases)
