@@ -19,6 +19,9 @@ import torch.nn.functional as F
 from .drafter import GumihoDrafter
 
 
+TOPK_METRIC = 10  # also report whether the target's token is among the drafter's best 10 (what a tree can catch)
+
+
 @dataclass(frozen=True)
 class LossWeights:
     serial_l1: float = 1.0
@@ -84,14 +87,18 @@ def gumiho_loss(drafter: GumihoDrafter, batch: Batch, weights: LossWeights, nois
             p = torch.softmax(drafter.logits(tgt).float(), -1)  # the target's own distribution [N, V']
         logq = torch.log_softmax(drafter.logits(pred).float(), -1)
         ce = -(p * logq).sum(-1).mean()
-        return l1, ce, (logq.argmax(-1) == p.argmax(-1)).float().mean().item()
+        if not metrics:
+            return l1, ce, None
+        want = p.argmax(-1, keepdim=True)  # the target's own next token
+        top = logq.topk(min(TOPK_METRIC, logq.shape[-1]), -1).indices
+        return l1, ce, ((top[:, :1] == want).float().mean().item(), (top == want).any(-1).float().mean().item())
 
     serial_rows = counts & valid[:, 1:]  # o_j regresses f_{j+1}
     l1, ce, agree = part_rows(o[serial_rows], hidden[:, 1:][serial_rows], weights.serial_ce)
     total = weights.serial_l1 * l1 + weights.serial_ce * ce
     out = {"serial_l1": l1.item(), "serial_ce": ce.item()}
     if agree is not None:
-        out["serial_top1"] = agree
+        out["serial_top1"], out[f"serial_top{TOPK_METRIC}"] = agree
     if n_heads and T - 1 - s > 0:
         u = drafter.fuse(ids[:, 2:], o[:, :-1])  # u_j = fc(emb(x_{j+2}), o_j)  [B, T-2, H]
         L = T - 1 - s
@@ -109,6 +116,6 @@ def gumiho_loss(drafter: GumihoDrafter, batch: Batch, weights: LossWeights, nois
             total = total + weights.head_decay ** (m + 1) * (l1 + weights.mlp_ce * ce) * weights.mlp_scale
             out.update({f"mlp{m + 1}_l1": l1.item(), f"mlp{m + 1}_ce": ce.item()})
             if agree is not None:
-                out[f"mlp{m + 1}_top1"] = agree
+                out[f"mlp{m + 1}_top1"], out[f"mlp{m + 1}_top{TOPK_METRIC}"] = agree
     out["loss"] = total.item()
     return total, out

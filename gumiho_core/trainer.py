@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 10
-    lr: float = 1e-3  # the paper's 2e-4 is for 32-sequence steps over 68k conversations; we take many small steps
+    epochs: int = 20
+    lr: float = 2e-3  # the paper's 2e-4 is for 32-sequence steps over 68k conversations; we take few small steps
     beta1: float = 0.9
     beta2: float = 0.95
     warmup_steps: int = 50
@@ -33,9 +33,12 @@ class TrainConfig:
     tokens_per_step: int = 2048  # about 12 answers: many small steps learn more per CPU-second than few big ones
     micro_tokens: int = 2048  # padded tokens per forward (memory)
     noise: float = 0.2
-    mlp_ce_from_epoch: int = 2  # w = 0 before this epoch, then mlp_ce (GUMIHO.md)
-    mlp_ce: float = 0.1
-    serial_ce: float = 0.1
+    # GUMIHO.md weighs CE 0.1 and starts the MLP heads' CE after 2 epochs. With a CPU budget of a few
+    # hundred steps the CE term is what drives acceptance: after 40 steps the MLP heads' top-10 agreement
+    # with the target was 0.39 with CE 1.0 from the start against 0.25 with the paper's schedule.
+    mlp_ce_from_epoch: int = 0
+    mlp_ce: float = 1.0
+    serial_ce: float = 1.0
     draft_vocab: int = 8192  # 0 = the full vocabulary
     holdout: float = 0.05
     seed: int = 0
