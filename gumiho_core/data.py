@@ -180,10 +180,11 @@ def extract_features(target: Target, rows: list[dict], out_dir: str | Path, shar
     shards = range(0, len(rows), shard_size)
     for k, start in enumerate(tqdm(shards, desc="feature shards", unit="shard")):
         path = out_dir / f"shard_{k:04d}.safetensors"
-        if path.is_file():
-            continue  # resumable: finished shards are kept
+        chunk = rows[start:start + shard_size]
+        if _shard_holds(path, start, len(chunk)):
+            continue  # resumable: finished shards are kept (a shard cut short by fewer rows is redone)
         hidden, ids, mask, offsets = [], [], [], [0]
-        for row in rows[start:start + shard_size]:
+        for row in chunk:
             toks, m = conversation_tokens(row, target.tokenizer, max_len)
             t = torch.tensor(toks, device=target.device)
             feats = target.forward(t, torch.arange(len(toks), device=t.device), None, target.new_cache())
@@ -193,11 +194,22 @@ def extract_features(target: Target, rows: list[dict], out_dir: str | Path, shar
             offsets.append(offsets[-1] + len(toks))
         tmp = path.with_suffix(".tmp")
         save_file({"hidden": torch.cat(hidden), "ids": torch.cat(ids), "mask": torch.cat(mask),
-                   "offsets": torch.tensor(offsets, dtype=torch.int64)}, str(tmp))
+                   "offsets": torch.tensor(offsets, dtype=torch.int64)}, str(tmp),
+                  metadata={"start": str(start), "count": str(len(chunk))})
         tmp.rename(path)
     (out_dir / "meta.json").write_text(json.dumps({"target": target.name, "hidden_size": target.config.hidden_size,
                                                    "vocab_size": target.vocab_size, "conversations": len(rows)}))
     return out_dir
+
+
+def _shard_holds(path: Path, start: int, count: int) -> bool:
+    from safetensors import safe_open
+
+    if not path.is_file():
+        return False
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+    return meta.get("start") == str(start) and meta.get("count") == str(count)
 
 
 @dataclass(frozen=True)

@@ -136,3 +136,12 @@ def test_bad_data_files(tmp_path):
         read_jsonl(tmp_path / "keys.jsonl", required=("prompt",))
     with pytest.raises(GumihoError, match="no extracted features"):
         load_features(tmp_path)
+
+
+def test_feature_extraction_resumes_when_rows_are_added(target, rows, tmp_path):
+    extract_features(target, rows[:5], tmp_path, shard_size=4)  # shards of 4 and 1 rows
+    first = (tmp_path / "shard_0000.safetensors").stat().st_mtime_ns
+    extract_features(target, rows[:10], tmp_path, shard_size=4)  # 4 + 4 + 2: shard 1 is redone, shard 0 kept
+    assert (tmp_path / "shard_0000.safetensors").stat().st_mtime_ns == first
+    seqs = load_features(tmp_path)
+    assert [s.ids.tolist() for s in seqs] == [r["prompt_ids"] + r["answer_ids"] for r in rows[:10]]
