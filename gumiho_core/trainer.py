@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 20
+    epochs: int = 12
     lr: float = 2e-3  # the paper's 2e-4 is for 32-sequence steps over 68k conversations; we take few small steps
     beta1: float = 0.9
     beta2: float = 0.95
@@ -39,6 +39,7 @@ class TrainConfig:
     mlp_ce_from_epoch: int = 0
     mlp_ce: float = 1.0
     serial_ce: float = 1.0
+    ce_fraction: float = 0.25  # CE on a random quarter of the positions each step (unbiased, 4x cheaper)
     draft_vocab: int = 8192  # 0 = the full vocabulary
     holdout: float = 0.05
     seed: int = 0
@@ -152,7 +153,7 @@ class Trainer:
         log.info("resumed from %s at epoch %d, step %d", path, self.epoch, self.step)
 
     def _weights(self) -> LossWeights:
-        return LossWeights(serial_ce=self.cfg.serial_ce,
+        return LossWeights(serial_ce=self.cfg.serial_ce, ce_fraction=self.cfg.ce_fraction,
                            mlp_ce=self.cfg.mlp_ce if self.epoch >= self.cfg.mlp_ce_from_epoch else 0.0)
 
     def _autocast(self):
