@@ -101,7 +101,7 @@ def test_resume_with_other_settings_is_refused(target, features, tmp_path):
     # same settings, more epochs: resumes where it stopped
     more = Trainer(target, features, TrainConfig(**{**cfg.__dict__, "epochs": 2}), tmp_path / "run")
     assert more.epoch == 1
-    with pytest.raises(GumihoError, match="lr was 0.002, now 0.001"):
+    with pytest.raises(GumihoError, match="lr was 0.0015, now 0.001"):
         Trainer(target, features, TrainConfig(**{**cfg.__dict__, "lr": 1e-3}), tmp_path / "run")
 
 
