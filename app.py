@@ -1,34 +1,76 @@
 """Start the Gumiho visualiser:  python app.py [--target default] [--draft default] [--device auto]
 
+Every option can also come from an environment variable (a Hugging Face Space sets them in its settings):
+GUMIHO_TARGET, GUMIHO_DRAFT, GUMIHO_DEVICE, GUMIHO_DTYPE, GUMIHO_DEVICE_MAP (auto), GUMIHO_TRUST_REMOTE_CODE
+(1 to opt in), GUMIHO_AUTO_TREE (measure, cached, off), GUMIHO_CONCURRENCY. A flag wins over its variable.
 Host and port come from GRADIO_SERVER_NAME and GRADIO_SERVER_PORT (Gradio's defaults: 127.0.0.1:7860).
 """
+try:  # on a ZeroGPU Space, `spaces` must be imported before torch (it then hands out GPUs per call)
+    import spaces
+except ImportError:
+    spaces = None
+
 import argparse
 import logging
-import threading
+import os
+import sys
 
-from app.runner import DEFAULT_MAX_PROMPT_TOKENS, Models
+from app.runner import AUTO_TREE_POLICIES, DEFAULT_MAX_PROMPT_TOKENS, Models
 from app.ui import build_demo, launch_options
+from gumiho_core import GumihoError
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"GUMIHO_{name}") or default
+
+
+def _zero_gpu() -> bool:
+    return spaces is not None and os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", default="default", help="'default' (SmolLM2-135M-Instruct, offline), a folder or hub id")
-    p.add_argument("--draft", default="default", help="'default', 'untrained', a folder, a checkpoint or a hub id")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    p.add_argument("--concurrency", type=int, default=4, help="visitors animating at once (steps still take turns)")
+    p.add_argument("--target", default=_env("TARGET", "default"),
+                   help="'default' (SmolLM2-135M-Instruct), a local folder or a hub id  [GUMIHO_TARGET]")
+    p.add_argument("--draft", default=_env("DRAFT", "default"),
+                   help="'default', 'untrained', a folder, a checkpoint file or a hub id  [GUMIHO_DRAFT]")
+    p.add_argument("--device", default=_env("DEVICE", "auto"), help="auto, cpu, cuda, cuda:N  [GUMIHO_DEVICE]")
+    p.add_argument("--dtype", default=_env("DTYPE", "auto"),
+                   help="auto (fp32 on CPU, bf16/fp16 on GPU), float32, bfloat16, float16  [GUMIHO_DTYPE]")
+    p.add_argument("--device-map", choices=["auto"], default=_env("DEVICE_MAP"),
+                   help="auto: spread a large target over all visible GPUs  [GUMIHO_DEVICE_MAP]")
+    p.add_argument("--trust-remote-code", action="store_true", default=_env("TRUST_REMOTE_CODE") == "1",
+                   help="let a hub model run its own code; only for repositories you trust  "
+                        "[GUMIHO_TRUST_REMOTE_CODE=1]")
+    p.add_argument("--auto-tree", choices=AUTO_TREE_POLICIES,
+                   default=_env("AUTO_TREE", "cached" if _zero_gpu() else "measure"),
+                   help="measure this device once in the background for the auto tree (default), only use a "
+                        "cached measurement, or never (auto = the fallback preset)  [GUMIHO_AUTO_TREE]")
+    p.add_argument("--concurrency", type=int, default=int(_env("CONCURRENCY", "4")),
+                   help="visitors animating at once; decoding steps always take turns  [GUMIHO_CONCURRENCY]")
     p.add_argument("--max-prompt-tokens", type=int, default=DEFAULT_MAX_PROMPT_TOKENS)
     return p.parse_args(argv)
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    models = Models(args.target, args.draft, args.device, args.max_prompt_tokens)
+    zero = _zero_gpu()
+    try:
+        models = Models(args.target, args.draft, "cuda" if zero and args.device == "auto" else args.device,
+                        args.max_prompt_tokens, dtype=None if args.dtype == "auto" else args.dtype,
+                        device_map=args.device_map, trust_remote_code=args.trust_remote_code,
+                        auto_tree=args.auto_tree, whole_runs=zero)
+    except GumihoError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     demo = build_demo(models)
-    # Load while the browser opens, so the first Run starts at once; a failure here is reported again on Run.
-    threading.Thread(target=models.preload, daemon=True).start()
+    models.start_background()  # load (and measure) while the browser opens; the page says how far it has got
+    if zero:  # except on ZeroGPU: its GPU worker is forked from this process at the first run, models included
+        models.settled.wait()
     demo.queue(default_concurrency_limit=args.concurrency, max_size=64).launch(**launch_options())
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -51,13 +51,16 @@ def speedup_figure(run: Run, upto: int) -> go.Figure:
                   annotation_position="bottom right")
     top = max([s for _, s in pairs] + [1.5])
     fig.update_yaxes(range=[0, top * 1.15])
+    most = max([n for n, _ in pairs] + [1])
+    fig.update_xaxes(range=[0, max(most * 1.05, most + 1)])  # room for the first point; never plotly's -1..6
     return fig
 
 
 def accept_figure(run: Run, upto: int) -> go.Figure:
     """Tokens each step added, stacked by who proposed them (the target's bonus on top)."""
     stats = run_stats(run, upto)
-    fig = _figure(f"Tokens per step (mean {stats.mean_accept_len:.2f})", "step", "tokens added")
+    mean = f" (mean {stats.mean_accept_len:.2f})" if stats.steps else ""
+    fig = _figure(f"Tokens per step{mean}", "step", "tokens added")
     steps = [r for r in run.records[1: upto + 1]]
     origins = [token_origins(r) for r in steps]
     drafted = legend_items({o for row in origins for o in row} - {TARGET})
@@ -70,6 +73,9 @@ def accept_figure(run: Run, upto: int) -> go.Figure:
     most = max([len(r.new_token_ids) for r in steps] + [1])
     fig.update_yaxes(dtick=1 if most <= 10 else None, range=[0, most + 0.5])
     fig.update_xaxes(dtick=1 if len(steps) <= 20 else None, range=[0.4, max(len(steps), 1) + 0.6])
+    if not steps:
+        fig.add_annotation(text="no decoding step yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                           font=dict(size=16))
     return fig
 
 
@@ -77,13 +83,14 @@ def depth_figure(run: Run, upto: int) -> go.Figure:
     """Per depth: how often the accepted path got there, and how often the token there was right once it did."""
     stats = run_stats(run, upto)
     fig = _figure("Acceptance by depth", "draft depth", "share of steps")
+    depths = list(range(1, MAX_DEPTH + 1))
+    # the axes are fixed, so an empty chart already shows what will come (plotly's default is -1..6)
+    fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
+    fig.update_xaxes(range=[0.5, MAX_DEPTH + 0.5], tickvals=depths)
     if run.settings.method == "ar" or not stats.steps:
         why = "plain decoding drafts nothing" if run.settings.method == "ar" else "no decoding step yet"
         fig.add_annotation(text=why, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=16))
-        fig.update_xaxes(visible=False)
-        fig.update_yaxes(visible=False)
         return fig
-    depths = list(range(1, MAX_DEPTH + 1))
     heads = _head_by_depth(run, upto)
     rates = stats.depth_rates
     fig.add_bar(x=depths, y=[r or 0 for r in rates], name="right, given the path got there",
@@ -94,8 +101,6 @@ def depth_figure(run: Run, upto: int) -> go.Figure:
     reach = [a / stats.steps for a in stats.depth_accepted]
     fig.add_scatter(x=depths, y=reach, mode="lines+markers", name="steps whose path reached it",
                     line=dict(color="#111111", width=2))
-    fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
-    fig.update_xaxes(dtick=1)
     return fig
 
 

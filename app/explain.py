@@ -95,7 +95,8 @@ def numbers_html(stats: Stats | None) -> str:
     cards = [_num(f"{stats.tokens_per_s:.1f}", f"tokens/s, {escape(name)}"),
              _num(base, "tokens/s, plain decoding (same prompt, measured here)"),
              _num(speed, "speedup over plain decoding"),
-             _num(f"{stats.mean_accept_len:.2f}", "tokens per target pass (mean accepted length)")]
+             _num(f"{stats.mean_accept_len:.2f}" if stats.steps else "–",
+                  "tokens per target pass (mean accepted length)")]
     sub = (f"{_plural(stats.tokens, 'token')} in {_plural(stats.steps, 'step')} after the prefill; "
            f"{stats.seconds:.2f} s of compute (animation time not counted).")
     return f'<style>{CSS}</style><div class="gm-nums">{"".join(cards)}</div><div class="gm-sub">{sub}</div>'
@@ -107,15 +108,35 @@ def _reach_sum(stats: Stats) -> str:
     return " + ".join(["1"] + [f"{t:.2f}" for t in terms]) + f" = {1 + sum(terms):.2f}"
 
 
-def how_it_works_md(run: Run | None, stats: Stats | None) -> str:
-    """The idea of speculative decoding and of Gumiho, with this run's numbers where there is a run."""
+def how_it_works_md(run: Run | None, stats: Stats | None, auto: str | None = None) -> str:
+    """The idea of speculative decoding and of Gumiho, with this run's numbers where there is a run.
+    `auto` (markdown) says what the auto tree is on this device; it is shown while there is no run."""
     parts = [_INTRO]
     if run is not None and stats is not None and stats.steps:
         parts.append(_this_run(run, stats))
     parts.append(_GUMIHO)
     if run is not None and stats is not None and run.settings.method != "ar" and stats.steps:
         parts.append(_depth_story(run, stats))
+    tree = _tree_story(run) if run is not None else (f"**The draft tree.** {auto}" if auto else "")
+    if tree:
+        parts.append(tree)
     return "\n\n".join(parts)
+
+
+_TREE_SIZE = ("A bigger tree finds more tokens to accept but costs more to verify. On a GPU, verifying 64 tokens "
+              "costs about what verifying one does; on a CPU it costs several times more, so the best size depends "
+              "on the device: that is what the *auto* preset measures.")
+
+
+def _tree_story(run: Run) -> str:
+    s = run.settings
+    if s.method == "ar" or s.tree is None:
+        return ""
+    t = s.tree
+    source = f" ({escape(s.tree_source.rstrip('.'))})" if s.tree_source else ""
+    return (f"**The draft tree.** Each step of this run verified up to {t.total_tokens} nodes (top_k {t.top_k}, "
+            f"mlp_topk {t.mlp_topk}, pruning {t.pruning}, depth {t.depth}): preset *{escape(s.preset)}*{source}. "
+            f"{_TREE_SIZE}")
 
 
 _INTRO = (

@@ -27,30 +27,15 @@ def to_dict(run: Run) -> dict:
     s = run.settings
     return {
         "format": FORMAT, "version": VERSION, "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "prompt": s.prompt, "method": s.method, "preset": s.preset,
+        "prompt": s.prompt, "method": s.method, "preset": s.preset, "tree_source": s.tree_source,
         "decode": s.decode.to_dict(), "tree": s.tree.to_dict(),
         "target": run.target, "device": run.device, "prompt_tokens": run.prompt_tokens, "notes": run.notes,
         "text": run.text, "pieces": {str(k): v for k, v in sorted(run.pieces.items())},
         "special_ids": sorted(run.special_ids),
         "clock": [round(t, 6) for t in run.clock],
         "baseline": [[n, round(t, 6)] for n, t in run.baseline], "baseline_ids": run.baseline_ids,
-        "records": [_plain_json(r.to_dict()) for r in run.records],
+        "records": [r.to_dict() for r in run.records],  # an unchecked node's probability is null, not NaN
     }
-
-
-def _plain_json(record: dict) -> dict:
-    """Unchecked nodes have a NaN target probability, which JSON cannot hold: null stands for it in the file."""
-    v = record.get("verdict")
-    if v:
-        v["target_prob"] = [None if isinstance(p, float) and math.isnan(p) else p for p in v["target_prob"]]
-    return record
-
-
-def _from_plain_json(record):
-    v = record.get("verdict") if isinstance(record, dict) else None
-    if isinstance(v, dict) and isinstance(v.get("target_prob"), list):
-        v["target_prob"] = [math.nan if p is None else p for p in v["target_prob"]]
-    return record
 
 
 def dumps(run: Run) -> str:
@@ -71,10 +56,14 @@ def read(path: str) -> Run:
     return loads(text)
 
 
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
 def loads(text: str) -> Run:
     try:
-        data = json.loads(text)
-    except ValueError as e:  # json.JSONDecodeError, or a number too large to parse
+        data = json.loads(text, parse_constant=_no_constants)  # plain JSON only: no NaN or Infinity
+    except ValueError as e:  # json.JSONDecodeError, a NaN, or a number too large to parse
         raise RunFileError(f"the run file is not valid JSON ({e})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise RunFileError(f"this is not a run file of this app (no \"format\": \"{FORMAT}\")")
@@ -100,14 +89,27 @@ def _settings(data: dict) -> Settings:
     method = _get(data, "method", str)
     if method not in ("gumiho", "serial", "ar"):
         raise RunFileError(f"field 'method' must be gumiho, serial or ar; found {method!r}")
-    return Settings(_get(data, "prompt", str), method, decode, tree, _get(data, "preset", str))
+    source = data.get("tree_source", "")  # absent in files saved before the auto tree
+    if not isinstance(source, str):
+        raise RunFileError(f"field 'tree_source' must be a str; found {type(source).__name__}")
+    return Settings(_get(data, "prompt", str), method, decode, tree, _get(data, "preset", str), source)
+
+
+def _check_probs(record, i: int) -> None:
+    """A verdict's probabilities are numbers in [0, 1], or null for a node the target never checked."""
+    v = record.get("verdict") if isinstance(record, dict) else None
+    probs = v.get("target_prob") if isinstance(v, dict) else None
+    if isinstance(probs, list) and not all(p is None or isinstance(p, (int, float)) and not isinstance(p, bool)
+                                           and 0 <= p <= 1 for p in probs):
+        raise RunFileError(f"step {i} of the run file is malformed: target_prob must hold probabilities or null")
 
 
 def _records(data: dict) -> list[StepRecord]:
     records = []
     for i, d in enumerate(_get(data, "records", list)):
+        _check_probs(d, i)
         try:
-            rec = StepRecord.from_dict(_from_plain_json(d))
+            rec = StepRecord.from_dict(d)
         except (KeyError, TypeError, ValueError, AssertionError, AttributeError) as e:
             raise RunFileError(f"step {i} of the run file is malformed ({type(e).__name__}: {e})") from None
         if rec.index != i:

@@ -12,8 +12,9 @@ from gumiho_core import METHODS, DecodeConfig, GumihoError, TreeConfig
 from .state import Settings
 
 MAX_NEW_TOKENS = 1024  # the app's own bound: a run is watched, step by step
-CUSTOM = "custom"
+AUTO, CUSTOM = "auto", "custom"  # auto: the tree measured best on this device (TreeChoice), as the CLI's --tree auto
 TREE_FIELDS = ("top_k", "mlp_topk", "pruning", "total_tokens", "depth")
+API_TREES = ("auto", "paper")  # the endpoint's choices, as the CLI's --tree
 
 
 def tree_presets(device: str | None = None) -> dict[str, TreeConfig]:
@@ -24,8 +25,20 @@ def tree_presets(device: str | None = None) -> dict[str, TreeConfig]:
     }
 
 
-def default_preset(device: str) -> str:
+def fallback_preset(device: str) -> str:
+    """What "auto" uses until this device has been measured: the authors' tree on a GPU, a small one on a CPU."""
     return "paper" if device.startswith("cuda") else "small (CPU)"
+
+
+def preset_choices(device: str | None = None) -> list[str]:
+    """The preset menu: auto first (the default), the fixed shapes, then custom."""
+    return [AUTO, *tree_presets(device), CUSTOM]
+
+
+def tree_source(preset: str) -> str:
+    """Where a fixed (not auto) tree came from, in the words the CLI's tree_source uses."""
+    named = {"paper": "the authors' tree", "small (CPU)": "the small (CPU) preset"}
+    return named.get(preset, "the tree fields (custom)")
 
 
 def preset_name(tree: TreeConfig, device: str | None = None) -> str:
@@ -81,14 +94,22 @@ def check_method(method) -> str:
 
 
 def parse_settings(prompt, method, max_new_tokens, temperature, top_p, seed, device: str,
-                   top_k, mlp_topk, pruning, total_tokens, depth) -> Settings:
-    """All the form's values at once; the first bad one raises."""
-    tree = tree_settings(top_k, mlp_topk, pruning, total_tokens, depth)
+                   top_k, mlp_topk, pruning, total_tokens, depth, preset: str | None = None) -> Settings:
+    """All the form's values at once; the first bad one raises. With preset "auto" the tree fields are
+    ignored and the tree stays None until the runner settles it for this device."""
     decode = decode_settings(max_new_tokens, temperature, top_p, seed)
-    return Settings(check_prompt(prompt), check_method(method), decode, tree, preset_name(tree, device))
+    if preset == AUTO:
+        return Settings(check_prompt(prompt), check_method(method), decode, None, AUTO)
+    tree = tree_settings(top_k, mlp_topk, pruning, total_tokens, depth)
+    name = preset_name(tree, device)
+    return Settings(check_prompt(prompt), check_method(method), decode, tree, name, tree_source(name))
 
 
-def api_settings(prompt, method, max_new_tokens, temperature, seed) -> Settings:
-    """The endpoint's values; everything it does not take is the CLI's default (the authors' tree, top_p 1)."""
+def api_settings(prompt, method, max_new_tokens, temperature, seed, tree: str = AUTO) -> Settings:
+    """The endpoint's values; everything it does not take is the CLI's default (tree auto, top_p 1)."""
+    if tree not in API_TREES:
+        raise GumihoError(f"tree must be one of {', '.join(API_TREES)}; got {tree!r}")
     decode = decode_settings(max_new_tokens, temperature, DecodeConfig.top_p, seed)
-    return Settings(check_prompt(prompt), check_method(method), decode, TreeConfig(), "paper")
+    fixed = None if tree == AUTO else TreeConfig()
+    return Settings(check_prompt(prompt), check_method(method), decode, fixed, tree,
+                    "" if fixed is None else tree_source(tree))

@@ -6,6 +6,8 @@ pictures.
 """
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass, field
 
 from gumiho_core import DecodeConfig, StepRecord, TreeConfig
@@ -15,13 +17,14 @@ from .tree_view import COMMITTED
 
 @dataclass(frozen=True)
 class Settings:
-    """What the user asked for, validated."""
+    """What the user asked for, validated. An "auto" request has no tree until the runner settles it."""
 
     prompt: str
     method: str
     decode: DecodeConfig
-    tree: TreeConfig
-    preset: str
+    tree: TreeConfig | None
+    preset: str  # as shown: "paper", "custom", "auto", or "auto → small (CPU)" while this device is unmeasured
+    tree_source: str = ""  # why this tree: the auto choice's summary, or the preset's name
 
 
 @dataclass
@@ -49,14 +52,13 @@ class Run:
     def finished(self) -> bool:
         return bool(self.records) and self.records[-1].done
 
-    def add(self, record: StepRecord, seconds: float) -> None:
-        """Append a step that took `seconds` of compute."""
+    def add(self, record: StepRecord) -> None:
+        """Append a step; its compute_s (time inside step(), waits for other visitors excluded) is the clock."""
         self.records.append(record)
-        self.clock.append((self.clock[-1] if self.clock else 0.0) + seconds)
+        self.clock.append(record.compute_s)
 
-    def add_baseline(self, record: StepRecord, seconds: float) -> None:
-        total = (self.baseline[-1][1] if self.baseline else 0.0) + seconds
-        self.baseline.append((record.total_new_tokens, total))
+    def add_baseline(self, record: StepRecord) -> None:
+        self.baseline.append((record.total_new_tokens, record.compute_s))
         self.baseline_ids += record.new_token_ids
 
 
@@ -74,15 +76,31 @@ class UserState:
     busy: bool = False  # an animation is running for this visitor
     export_path: str | None = None
     export_key: tuple = ()
+    charts: dict = field(default_factory=dict)  # the last numbers, charts and "How it works", by component
 
     def reset(self, run: Run | None, live=None) -> None:
+        if self.live is not None and self.live is not live:
+            self.live.release()  # the run it replaces will never compute again: free its caches now
         self.run, self.live, self.cursor, self.stage = run, live, -1, COMMITTED
         self.pause = False
+
+    def close(self) -> None:
+        """The visitor has gone (gr.State's delete_callback): free what a paused run still holds."""
+        if self.live is not None:
+            self.live.release()
+            self.live = None
+        self.drop_export()
+
+    def drop_export(self) -> None:
+        """Delete the last exported run file (each export has a folder of its own)."""
+        if self.export_path:
+            shutil.rmtree(os.path.dirname(self.export_path), ignore_errors=True)
+        self.export_path, self.export_key = None, ()
 
     @property
     def can_compute(self) -> bool:
         """True while the live decoder can produce more steps."""
-        return self.live is not None and not self.live.session.done
+        return self.live is not None and self.live.can_compute
 
     @property
     def more_to_show(self) -> bool:

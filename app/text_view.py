@@ -11,7 +11,7 @@ from .tree_view import legend_items, piece_of, visible
 
 CSS = """
 .gm-out{font-size:17px;line-height:1.9;white-space:pre-wrap;word-break:break-word;padding:10px 12px;
-  border:1px solid #ddd;border-radius:8px;background:#fff;color:#111;min-height:3em;max-height:40vh;overflow:auto}
+  border:1px solid #ddd;border-radius:8px;background:#fff;color:#111;min-height:3em}
 .gm-out .gm-t{border-bottom:3px solid;border-radius:3px;padding:1px 0}
 .gm-out .gm-t.gm-target{border-bottom-style:dotted}
 .gm-out .gm-special{font-size:12px;color:#555;border:1px solid #999;border-radius:4px;padding:0 3px;margin:0 2px}

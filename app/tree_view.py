@@ -23,7 +23,7 @@ LABEL_CHARS = 9  # token text shown on a node; the full text is on hover
 _VISIBLE = str.maketrans({" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
 CSS = """
-.gm-tree{overflow:auto;max-height:72vh;border:1px solid #ddd;border-radius:8px;background:#fff}
+.gm-tree{border:1px solid #ddd;border-radius:8px;background:#fff;width:max-content;min-width:100%;box-sizing:border-box}
 .gm-tree svg{display:block;font-family:ui-monospace,Menlo,Consolas,'DejaVu Sans Mono',monospace}
 .gm-tree .gm-tok{font-size:13px;fill:#111}
 .gm-tree .gm-tag{font-size:10px;font-weight:700}

@@ -20,11 +20,22 @@ from gumiho_core import GumihoError
 from . import runfile
 from .charts import all_figures
 from .explain import how_it_works_md, numbers_html, step_caption
-from .runner import Models, advance, api_generate, start_run
-from .settings import (CUSTOM, TREE_FIELDS, api_settings, default_preset, parse_settings, preset_name, tree_presets,
-                       tree_settings)
+from .messages import public_message, report
+from .runner import Models, advance, api_generate, compute_run, on_gpu, start_run
+from .settings import (
+    AUTO,
+    CUSTOM,
+    TREE_FIELDS,
+    api_settings,
+    parse_settings,
+    preset_choices,
+    preset_name,
+    tree_presets,
+    tree_settings,
+)
 from .state import UserState
 from .stats import run_stats
+from .status import auto_note, model_line
 from .text_view import legend_html, output_html, proposers_in
 from .tree_view import COMMITTED, stages, tree_svg
 
@@ -38,11 +49,16 @@ EXAMPLES = [
 METHOD_CHOICES = [("gumiho: serial head for tokens 1-2, MLP heads for 3-7", "gumiho"),
                   ("serial: the serial head at every depth (EAGLE-2 style)", "serial"),
                   ("ar: plain decoding, one token per target pass", "ar")]
+# The panels that scroll are the components themselves, not the HTML inside them: a new picture replaces
+# the inside, and the scroll position (kept by the element that persists) stays where the visitor left it.
 PAGE_CSS = """
 .gm-status{font-size:15px;padding:6px 10px;border-radius:6px;background:#f4f4f4;color:#111}
 .gm-status .warn{color:#8a3b00}
 #gm-buttons button{min-width:0}
+#tree{max-height:72vh;overflow:auto !important}
+#text{max-height:40vh;overflow:auto !important}
 """
+STATE_TTL_S = 3 * 3600  # a visitor's run (and a paused run's caches) is dropped this long after their last action
 
 
 @dataclass
@@ -90,6 +106,7 @@ def _export(user: UserState):
         return gr.update(interactive=False)
     key = (id(run), len(run.records))
     if user.export_key != key:
+        user.drop_export()  # one file per visitor on the server's disk
         folder = tempfile.mkdtemp(prefix="gumiho-run-")
         user.export_path = os.path.join(folder, f"gumiho-{run.settings.method}-{len(run.records) - 1}-steps.json")
         with open(user.export_path, "w", encoding="utf-8") as f:
@@ -126,20 +143,32 @@ def _answer_so_far(user: UserState, upto: int) -> str:
 def _charts(view: View, user: UserState, upto: int) -> dict:
     run = user.run
     if upto < 0:
-        return {view.numbers: numbers_html(None), view.how: how_it_works_md(run, None)}
+        return {view.numbers: numbers_html(None), view.speed: None, view.speedup: None, view.accept: None,
+                view.depth: None, view.how: how_it_works_md(run, None)}
     stats = run_stats(run, upto)
     speed, speedup, accept, depth = all_figures(run, upto)
     return {view.numbers: numbers_html(stats), view.speed: speed, view.speedup: speedup, view.accept: accept,
             view.depth: depth, view.how: how_it_works_md(run, stats)}
 
 
+def _blank(view: View) -> dict:
+    return {view.caption: step_caption_placeholder(), view.tree: "", view.legend: "", view.text: output_html([], {}),
+            view.answer: ""}
+
+
 def picture(view: View, user: UserState, message: str, charts: bool = True) -> dict:
-    """Every output for the step and stage on screen. Charts are redrawn only when asked (after a commit)."""
+    """Every output for the step and stage on screen. Charts are recomputed only when asked (after a commit);
+    otherwise the last ones are sent again, unchanged (Gradio sends a generator's unchanged outputs as empty
+    diffs). Every output always gets a value: a component left out of a picture would get Gradio's generic
+    update, and its alternation with values makes the session's copy of the page grow at every step."""
     out = {view.status: status_html(message, user.run.notes if user.run else ()), view.state: user,
            **controls(view, user)}
     run = user.run
     if run is None or user.cursor < 0:
-        return out
+        out.update(_blank(view))
+        if charts or not user.charts:
+            user.charts = _charts(view, user, -1)
+        return {**out, **user.charts}
     rec, stage = run.records[user.cursor], user.stage
     upto = user.cursor if stage == COMMITTED else user.cursor - 1  # the last step whose tokens are in the text
     out.update({
@@ -150,9 +179,9 @@ def picture(view: View, user: UserState, message: str, charts: bool = True) -> d
                                highlight=rec.index if stage == COMMITTED else None),
         view.answer: _answer_so_far(user, upto),
     })
-    if charts:
-        out.update(_charts(view, user, upto))
-    return out
+    if charts or not user.charts:
+        user.charts = _charts(view, user, upto)
+    return {**out, **user.charts}
 
 
 def describe(user: UserState) -> str:
@@ -172,13 +201,19 @@ def describe(user: UserState) -> str:
     return f"Showing {where}; the run has ended ({how}). {browse}"
 
 
-def _running(user: UserState, computing: bool) -> str:
-    run = user.run
+def _tree_words(run) -> str:
     s = run.settings
-    what = "Running" if computing else "Replaying recorded steps of"
+    if s.method == "ar" or s.tree is None:
+        return ""
+    fallback = " (not measured here yet)" if s.preset != AUTO and s.preset.startswith(AUTO) else ""
+    return f", tree <i>{escape(s.preset)}</i>{fallback}: {s.tree.total_tokens} nodes"
+
+
+def _running(user: UserState, what: str) -> str:
+    run = user.run
     last = "…" if user.can_compute else len(run.records) - 1
-    return (f"{what} <b>{escape(s.method)}</b> on {escape(run.target)} ({escape(run.device)}), tree "
-            f"<i>{escape(s.preset)}</i>: step {max(user.cursor, 0)} of {last}. <b>Pause</b> to step back and forth.")
+    return (f"{what} <b>{escape(run.settings.method)}</b> on {escape(run.target)} ({escape(run.device)})"
+            f"{_tree_words(run)}: step {max(user.cursor, 0)} of {last}. <b>Pause</b> to step back and forth.")
 
 
 # -- the animation -----------------------------------------------------------------------------
@@ -204,9 +239,13 @@ def _next_stages(user: UserState, models: Models | None):
     return stages(run.records[user.cursor])
 
 
-def play(view: View, user: UserState, models: Models | None = None, one_step: bool = False):
+REPLAYING = "Replaying recorded steps of"
+
+
+def play(view: View, user: UserState, models: Models | None = None, one_step: bool = False,
+         verb: str = REPLAYING):
     """Pictures from the screen's position on, until Pause, the end of the run, or (one_step) one step.
-    models=None replays the recorded steps only."""
+    models=None shows the recorded steps only (`verb` says how they were recorded)."""
     user.busy, user.pause = True, False
     try:
         while not user.pause:
@@ -215,49 +254,57 @@ def play(view: View, user: UserState, models: Models | None = None, one_step: bo
             todo = _next_stages(user, models)
             if todo is None:
                 break
+            what = "Running" if models is not None and user.can_compute else verb
             for stage in (todo[-1:] if user.fast else todo):
                 user.stage = stage
-                yield picture(view, user, _running(user, models is not None and user.can_compute),
-                              charts=stage == COMMITTED)
+                yield picture(view, user, _running(user, what), charts=stage == COMMITTED)
                 _wait(user)
                 if user.pause:
                     break
             if one_step and user.stage == COMMITTED:
                 break
     except Exception as e:  # whatever went wrong, leave a usable page (buttons back on), then report it
+        message = report(e, "a decoding step failed")
         user.busy = False
-        yield picture(view, user, f"Stopped: {escape(str(e))}")
-        raise (_fail(e) if isinstance(e, GumihoError) else e) from None
-    finally:
+        yield picture(view, user, f"Stopped: {escape(message)}")
+        raise gr.Error(message) from None
+    finally:  # also when the event is cancelled (Stop, or the visitor left): the generator is closed here
         user.busy = False
-        if user.live is not None and user.live.session.done:
-            user.live = None  # the run is over: free its caches (they matter with a large model on a GPU)
+        if user.live is not None and not user.live.can_compute:
+            user.live = None
     yield picture(view, user, describe(user))
 
 
 # -- handlers ----------------------------------------------------------------------------------
-def _fail(e: Exception):
-    return gr.Error(str(e))
+def _fail(e: GumihoError):
+    return gr.Error(public_message(e))
 
 
-def on_run(view: View, models: Models, user: UserState, prompt, method, max_new_tokens, temperature, top_p, seed,
-           top_k, mlp_topk, pruning, total_tokens, depth, delay, fast):
+def on_run(view: View, models: Models, compute, user: UserState, prompt, method, max_new_tokens, temperature,
+           top_p, seed, preset, top_k, mlp_topk, pruning, total_tokens, depth, delay, fast):
+    """Start a run and animate it. `compute` is compute_run as the GPU sees it, for whole-run mode (ZeroGPU)."""
     try:
         settings = parse_settings(prompt, method, max_new_tokens, temperature, top_p, seed, models.device,
-                                  top_k, mlp_topk, pruning, total_tokens, depth)
+                                  top_k, mlp_topk, pruning, total_tokens, depth, preset=preset)
     except GumihoError as e:
         raise _fail(e) from None
     user.delay, user.fast, user.busy = float(delay), bool(fast), True
-    loading = "Loading the model (first run only, a few seconds)…" if not models.ready else "Starting…"
-    yield {view.status: status_html(loading), **controls(view, user)}  # no second Run while this one starts
+    loading = "Loading the model (first run only)…" if not models.ready else "Starting…"
+    if models.whole_runs:
+        loading = "Computing the whole run on the GPU, then showing it step by step…"
+    yield picture(view, user, loading, charts=False)  # no second Run while this one starts
     try:
-        run, live = start_run(models, settings)
-    except GumihoError as e:
+        run, live = (compute(settings), None) if models.whole_runs else start_run(models, settings)
+    except Exception as e:
+        message = report(e, "starting a run")
         user.busy = False
-        yield {view.status: status_html(describe(user)), **controls(view, user)}
-        raise _fail(e) from None
+        yield picture(view, user, describe(user), charts=False)
+        raise gr.Error(message) from None
     user.reset(run, live)
-    yield from play(view, user, models)
+    if models.whole_runs:
+        yield from play(view, user, None, verb="Showing the computed steps of")
+    else:
+        yield from play(view, user, models)
 
 
 def on_pause(user: UserState):
@@ -266,8 +313,11 @@ def on_pause(user: UserState):
 
 
 def on_stop(view: View, user: UserState):
-    """Ends the run where it is (the running animation is cancelled by the event itself)."""
-    user.pause, user.busy, user.live = True, False, None
+    """Ends the run where it is (the running animation is cancelled by the event itself) and frees its caches."""
+    user.pause, user.busy = True, False
+    if user.live is not None:
+        user.live.release()
+        user.live = None
     user.stage = COMMITTED  # a step cut short is shown whole
     return picture(view, user, describe(user))
 
@@ -302,11 +352,12 @@ def on_load(view: View, user: UserState, path):
                    + describe(user))
 
 
-def on_preset(name: str, *, device: str):
-    """A preset fills the advanced tree fields; "custom" leaves them as they are."""
-    cfg = tree_presets(device).get(name)
+def on_preset(models: Models, name: str, *values):
+    """A preset fills the advanced tree fields ("auto": with gumiho's tree as it stands now); "custom" leaves
+    them as they are (sent back: a value, never a bare update, see picture())."""
+    cfg = models.auto_tree("gumiho")[0] if name == AUTO else tree_presets(models.device).get(name)
     if cfg is None:
-        return [gr.skip()] * len(TREE_FIELDS)
+        return list(values)
     return [getattr(cfg, k) for k in TREE_FIELDS]
 
 
@@ -323,11 +374,49 @@ def on_delay(user: UserState, delay):
 
 
 def on_fast(user: UserState, fast):
+    """Fast mode has no pictures between steps, so the animation speed does nothing there."""
     user.fast = bool(fast)
+    return gr.update(interactive=not user.fast)
+
+
+def on_temperature(temperature):
+    """Seed and top_p act only when sampling."""
+    sampling = bool(temperature) and temperature > 0
+    return gr.update(interactive=sampling), gr.update(interactive=sampling)
+
+
+def on_method(method):
+    """Plain decoding drafts no tree: its settings are off while it is chosen."""
+    return [gr.update(interactive=method != "ar")] * (1 + len(TREE_FIELDS))
+
+
+@dataclass
+class News:
+    """The components that follow the server rather than the visitor's run (see on_tick)."""
+
+    model: gr.HTML
+    auto: gr.Markdown
+    how: gr.Markdown
+    timer: gr.Timer
+
+
+def on_tick(news: News, models: Models, user: UserState):
+    """The server's news for one visitor: the model line and what auto means now (also in "How it works"
+    while there is no run). The timer stops when nothing more will change."""
+    done = models.settled.is_set() or (models.error is not None and not models.ready)
+    note = auto_note(models)
+    how = user.charts.get(news.how) if user.run is not None else None
+    return {news.model: model_line(models), news.auto: note, news.timer: gr.Timer(active=not done),
+            news.how: how or how_it_works_md(None, None, note)}
 
 
 # -- layout ------------------------------------------------------------------------------------
-def _form(device: str):
+TREE_TIPS = {"top_k": "children per node at the serial steps", "mlp_topk": "tokens per MLP head",
+             "pruning": "paths kept per MLP level", "total_tokens": "nodes verified per step, root included",
+             "depth": "deepest draft level"}
+
+
+def _form(models: Models):
     """The left column: prompt, method, lengths, and the tree behind the "advanced" fold."""
     prompt = gr.Textbox(label="Prompt", lines=3, placeholder="Ask the model something…", elem_id="prompt")
     gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="Example prompts")
@@ -335,18 +424,17 @@ def _form(device: str):
     max_new = gr.Slider(1, 512, value=64, step=1, label="Max new tokens", elem_id="max-new-tokens")
     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy, exact same text)",
                             elem_id="temperature")
-    with gr.Accordion("Advanced: sampling and draft tree", open=False):
-        seed = gr.Number(0, precision=0, label="Seed (sampling)", minimum=0, elem_id="seed")
-        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top_p (sampling)")
-        preset = gr.Dropdown(list(tree_presets(device)) + [CUSTOM], value=default_preset(device),
-                             label="Tree preset", info="fills the fields below", elem_id="preset")
-        cfg = tree_presets(device)[default_preset(device)]
-        tips = {"top_k": "children per node at the serial steps", "mlp_topk": "tokens per MLP head",
-                "pruning": "paths kept per MLP level", "total_tokens": "nodes verified per step, root included",
-                "depth": "deepest draft level"}
-        tree = [gr.Number(getattr(cfg, k), precision=0, label=k, info=tips[k], elem_id=f"tree-{k}")
+    with gr.Accordion("Advanced: sampling and draft tree", open=False, elem_id="advanced"):
+        seed = gr.Number(0, precision=0, label="Seed (sampling)", minimum=0, interactive=False, elem_id="seed")
+        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top_p (sampling)", interactive=False, elem_id="top-p")
+        preset = gr.Dropdown(preset_choices(models.device), value=AUTO, label="Tree preset",
+                             info="auto: the best tree measured on this device; the others fill the fields below",
+                             elem_id="preset")
+        cfg = models.auto_tree("gumiho")[0]
+        tree = [gr.Number(getattr(cfg, k), precision=0, label=k, info=TREE_TIPS[k], elem_id=f"tree-{k}")
                 for k in TREE_FIELDS]
-    return prompt, method, max_new, temperature, seed, top_p, preset, tree
+        auto = gr.Markdown(auto_note(models), elem_id="auto-note")
+    return prompt, method, max_new, temperature, seed, top_p, preset, tree, auto
 
 
 def _outputs_column():
@@ -389,20 +477,22 @@ def _files():
 
 
 def build_demo(models: Models) -> gr.Blocks:
-    """The whole page for `models` (nothing is loaded until the first run)."""
+    """The whole page for `models` (nothing is loaded here: Models loads in the background)."""
     return build_view(models)[0]
 
 
 def build_view(models: Models) -> tuple[gr.Blocks, View]:
     """The page and the components its pictures update (tests drive the handlers through the View)."""
-    with gr.Blocks(title="Gumiho visualiser") as demo:
+    with gr.Blocks(title="Gumiho visualiser", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# Gumiho visualiser\nWatch speculative decoding draft, verify and accept, step by step: "
                     "a serial transformer head drafts the first two tokens, parallel MLP heads the next five, "
                     "and the target model keeps what it agrees with.")
-        status = gr.HTML(status_html("Type a prompt and press <b>Run</b>."), elem_id="status")
+        with gr.Group():  # what this visitor's run is doing, and under it what the server is doing
+            status = gr.HTML(status_html("Type a prompt and press <b>Run</b>."), elem_id="status")
+            model = gr.HTML(model_line(models), elem_id="model-line")
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
-                form = _form(models.device)
+                form = _form(models)
                 with gr.Group():
                     delay = gr.Slider(0.05, 2, value=0.5, step=0.05, label="Animation: seconds per picture",
                                       elem_id="delay")
@@ -416,45 +506,65 @@ def build_view(models: Models) -> tuple[gr.Blocks, View]:
         with gr.Row():
             accept, depth = gr.Plot(label="tokens per step", elem_id="accept"), gr.Plot(label="depth", elem_id="depth")
         with gr.Accordion("How it works", open=True):
-            how = gr.Markdown(how_it_works_md(None, None), elem_id="how")
-        state = gr.State(UserState())
+            how = gr.Markdown(how_it_works_md(None, None, auto_note(models)), elem_id="how")
+        state = gr.State(UserState(), time_to_live=STATE_TTL_S, delete_callback=UserState.close)
         view = View(status, *column, speed, speedup, accept, depth, how, *toolbar, *files, state)
-        _wire(view, models, form, delay, fast)
+        news = News(model, form[-1], how, gr.Timer(1.0))
+        _wire(demo, view, news, models, form, delay, fast)
     return demo, view
 
 
-def _wire(view: View, models: Models, form, delay, fast) -> None:
-    prompt, method, max_new, temperature, seed, top_p, preset, tree = form
-    quiet = dict(api_visibility="private", show_progress="hidden")
-    free = dict(quiet, concurrency_limit=None)  # never waits behind a decoding run
-    run_inputs = [view.state, prompt, method, max_new, temperature, top_p, seed, *tree, delay, fast]
-    run_evt = view.run_btn.click(partial(on_run, view, models), run_inputs, view.outputs, **quiet)
-    resume_evt = view.resume_btn.click(partial(play, view, models=models), view.state, view.outputs, **quiet)
+def _wire(demo: gr.Blocks, view: View, news: News, models: Models, form, delay, fast) -> None:
+    prompt, method, max_new, temperature, seed, top_p, preset, tree, _ = form
+    quiet = dict(show_progress="hidden")
+    hidden = dict(quiet, api_visibility="private")
+    free = dict(hidden, concurrency_limit=None)  # never waits behind a decoding run
+    animate = dict(quiet, concurrency_id="animate")  # visitors animating at once: the queue's default limit
+    compute = on_gpu(partial(compute_run, models), models.device)
+    run_inputs = [view.state, prompt, method, max_new, temperature, top_p, seed, preset, *tree, delay, fast]
+    # "run" and "stop" are callable by clients (not listed in the API page): tests drive many visitors through them
+    run_evt = view.run_btn.click(partial(on_run, view, models, compute), run_inputs, view.outputs,
+                                 api_name="run", api_visibility="undocumented", **animate)
+    resume_evt = view.resume_btn.click(partial(play, view, models=models), view.state, view.outputs,
+                                       api_visibility="private", **animate)
     next_evt = view.next_btn.click(partial(play, view, models=models, one_step=True), view.state, view.outputs,
-                                   **quiet)
-    replay_evt = view.replay_btn.click(partial(on_replay, view), [view.state, delay, fast], view.outputs, **quiet)
+                                   api_visibility="private", **animate)
+    replay_evt = view.replay_btn.click(partial(on_replay, view), [view.state, delay, fast], view.outputs,
+                                       concurrency_id="replay", **hidden)
     view.pause_btn.click(on_pause, view.state, view.pause_btn, **free)
-    view.stop_btn.click(partial(on_stop, view), view.state, view.outputs,
-                        cancels=[run_evt, resume_evt, next_evt, replay_evt], **free)
+    view.stop_btn.click(partial(on_stop, view), view.state, view.outputs, cancels=[run_evt, resume_evt, next_evt,
+                        replay_evt], api_name="stop", api_visibility="undocumented", concurrency_limit=None, **quiet)
     view.prev_btn.click(partial(on_prev, view), view.state, view.outputs, **free)
     view.load_btn.upload(partial(on_load, view), [view.state, view.load_btn], view.outputs, **free)
     delay.change(on_delay, [view.state, delay], None, **free)
-    fast.change(on_fast, [view.state, fast], None, **free)
-    preset.input(partial(on_preset, device=models.device), preset, tree, **free)
+    fast.change(on_fast, [view.state, fast], delay, **free)
+    temperature.change(on_temperature, temperature, [seed, top_p], **free)
+    method.change(on_method, method, [preset, *tree], **free)
+    preset.input(partial(on_preset, models), [preset, *tree], tree, **free)
     for box in tree:
         box.input(partial(on_tree_edit, models.device), tree, preset, **free)
+    news.timer.tick(partial(on_tick, news, models), view.state, [news.model, news.auto, news.how, news.timer], **free)
+    demo.load(partial(on_preset, models, AUTO), None, tree, **free)  # a new page's fields show auto as it is now
+    view.run_btn.click(lambda: gr.Timer(active=True), None, news.timer, **free)  # a failed load may be retried
+
+    api = on_gpu(partial(api_generate, models), models.device)
 
     def generate(prompt: str, method: str = "gumiho", max_new_tokens: int = 64, temperature: float = 0.0,
-                 seed: int = 0) -> dict:
-        """Decode `prompt` and return the run as `python -m gumiho_core.generate --json` prints it."""
+                 seed: int = 0, tree: str = AUTO) -> dict:
+        """Decode `prompt` and return the run as `python -m gumiho_core.generate --json` prints it.
+
+        tree: "auto" (the CLI's default: the tree measured best on this device; waits for that measurement
+        if it is still running) or "paper" (the authors' 64-node tree).
+        """
         try:
-            return api_generate(models, api_settings(prompt, method, max_new_tokens, temperature, seed))
-        except GumihoError as e:
-            raise _fail(e) from None
+            return api(api_settings(prompt, method, max_new_tokens, temperature, seed, tree))
+        except Exception as e:
+            raise gr.Error(report(e, "the generate endpoint")) from None
 
     gr.api(generate, api_name="generate", concurrency_id="decode")
 
 
 def launch_options() -> dict:
-    """Page-wide look, passed to launch() (Gradio 6 takes css there)."""
-    return dict(css=PAGE_CSS, theme=gr.themes.Default(), max_file_size=runfile.MAX_BYTES)
+    """Page-wide look and limits, passed to launch() (Gradio 6 takes css there). Errors other than gr.Error
+    show as a bare "Error" (show_error stays off): no traceback or server path reaches the page."""
+    return dict(css=PAGE_CSS, theme=gr.themes.Default(), max_file_size=runfile.MAX_BYTES, show_error=False)

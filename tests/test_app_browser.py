@@ -1,23 +1,21 @@
 """The running app in a real browser: Debian's chromium, driven by playwright, against `python app.py`.
 
-The app is started here on a free port and always shut down. Screenshots go to $GUMIHO_SCREENSHOTS
-(default out/screenshots). Skipped without chromium or playwright, unless GUMIHO_REQUIRE_BROWSER is set
-(CI), where their absence fails.
+The app is started here on a free port (auto tree off, so every run uses the same fallback tree) and
+always shut down. Pages are 1280x800 (a classroom laptop or projector); the end of a run and a paused
+animation are also shot at 1920x1080. Screenshots go to $GUMIHO_SCREENSHOTS (default out/screenshots).
+Skipped without chromium or playwright, unless GUMIHO_REQUIRE_BROWSER is set (CI), where their absence fails.
 """
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from app_server import ROOT, running_app, wait_for_log
 
-ROOT = Path(__file__).resolve().parent.parent
 SHOTS = Path(os.environ.get("GUMIHO_SCREENSHOTS", ROOT / "out" / "screenshots"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -25,6 +23,7 @@ PROMPT = "Write a haiku about the sea."
 TOKENS = 24
 PAPER_FLAGS = ["--top-k", "14", "--mlp-topk", "35", "--pruning", "35", "--total-tokens", "64", "--depth", "7"]
 ENDED = "the run has ended"
+LAPTOP, DESKTOP = {"width": 1280, "height": 800}, {"width": 1920, "height": 1080}
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -37,46 +36,12 @@ pytestmark = pytest.mark.skipif(not CHROMIUM or sync_playwright is None,
                                 reason="needs Debian's chromium and the playwright package")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise AssertionError(f"the app exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"the app did not answer within {timeout} s:\n{log.read_text()[-3000:]}")
-
-
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    port = free_port()
     log = tmp_path_factory.mktemp("app") / "app.log"
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1",
-               GRADIO_ANALYTICS_ENABLED="False")
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "app.py", "--device", "cpu"], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_for_http(url, proc, log)
+    with running_app(log, "--auto-tree", "off") as (url, proc):
+        wait_for_log(log, "loaded SmolLM2", proc)
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # its own session: the app and nothing else
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +54,7 @@ def browser():
 
 @pytest.fixture
 def page(browser, app_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    context = browser.new_context(viewport=LAPTOP, accept_downloads=True)
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     pg.goto(app_url)
@@ -109,8 +74,33 @@ def cli():
 
 def shot(page, name: str, selector: str | None = None) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
     target = page.locator(selector) if selector else page
-    target.screenshot(path=str(SHOTS / f"{name}.png"), **({} if selector else {"full_page": True}))
+    path = SHOTS / f"{name}-{size['width']}x{size['height']}.png"
+    target.screenshot(path=str(path), **({} if selector else {"full_page": True}))
+
+
+def shot_both(page, name: str) -> None:
+    """The whole page at the laptop size, then at the desktop size."""
+    for size in (LAPTOP, DESKTOP):
+        page.set_viewport_size(size)
+        page.wait_for_timeout(300)  # plotly redraws to the new width
+        shot(page, name)
+    page.set_viewport_size(LAPTOP)
+
+
+def open_advanced(page) -> None:
+    page.get_by_text("Advanced: sampling and draft tree").click()
+    expect(page.locator("#preset input")).to_be_visible()
+
+
+def choose_preset(page, name: str) -> None:
+    page.click("#preset input")
+    page.locator("ul[role=listbox] li", has_text=name).first.click()
+
+
+def axis_range(page, chart: str, axis: str) -> list:
+    return page.evaluate(f"document.querySelector('#{chart} .js-plotly-plot').layout.{axis}.range")
 
 
 def set_number(page, elem_id: str, value) -> None:
@@ -124,6 +114,7 @@ def toasts(page) -> str:
 
 
 def test_a_run_end_to_end_shows_tree_text_and_charts_and_equals_the_cli(page, cli):
+    expect(page.locator("#model-line")).to_contain_text("Model: SmolLM2-135M-Instruct on cpu")
     page.fill("#prompt textarea", PROMPT)
     set_number(page, "max-new-tokens", TOKENS)
     page.check("#fast input[type=checkbox]")
@@ -131,8 +122,9 @@ def test_a_run_end_to_end_shows_tree_text_and_charts_and_equals_the_cli(page, cl
     page.click("#run")
     page.wait_for_selector("#tree svg")
     print(f"first step on screen {time.monotonic() - t0:.1f} s after clicking Run")
+    expect(page.locator("#status")).to_contain_text("tree auto → small (CPU) (not measured here yet): 16 nodes")
     expect(page.locator("#status")).to_contain_text(ENDED, timeout=240_000)
-    shot(page, "run-end")
+    shot_both(page, "run-end")
     shot(page, "run-end-tree", "#tree")
     assert page.locator("#tree svg g.gm-node").count() >= 2
     assert "drafted by" in page.locator("#tree svg g.gm-node title").nth(1).text_content()
@@ -142,11 +134,53 @@ def test_a_run_end_to_end_shows_tree_text_and_charts_and_equals_the_cli(page, cl
         expect(page.locator(f"#{chart} .js-plotly-plot")).to_have_count(1)
     expect(page.locator("#numbers .gm-num")).to_have_count(4)
     assert page.locator("#answer textarea").input_value() == cli["text"]
+    expect(page.locator("#how")).to_contain_text("The draft tree. Each step of this run verified up to 16 nodes")
+    expect(page.locator("#how")).to_contain_text("the small (CPU) tree until this device is measured")
+
+
+def test_every_control_does_something(page):
+    page.get_by_text("Explain in three sentences why the sky is blue.").first.click()
+    expect(page.locator("#prompt textarea")).to_have_value("Explain in three sentences why the sky is blue.")
+    open_advanced(page)
+    expect(page.locator("#auto-note")).to_contain_text("Right now auto means the small (CPU) tree until this device")
+    assert page.locator("#seed input").is_disabled() and page.locator("#top-p input[type=number]").is_disabled()
+    set_number(page, "temperature", 0.7)
+    expect(page.locator("#seed input")).to_be_enabled()
+    expect(page.locator("#top-p input[type=number]")).to_be_enabled()
+    set_number(page, "temperature", 0)
+    expect(page.locator("#seed input")).to_be_disabled()
+    choose_preset(page, "paper")
+    expect(page.locator("#tree-total_tokens input")).to_have_value("64")
+    set_number(page, "tree-total_tokens", 20)
+    expect(page.locator("#preset input")).to_have_value("custom")
+    choose_preset(page, "auto")
+    expect(page.locator("#tree-total_tokens input")).to_have_value("16")
+    page.get_by_text("ar: plain decoding").click()
+    expect(page.locator("#preset input")).to_be_disabled()
+    expect(page.locator("#tree-top_k input")).to_be_disabled()
+    page.get_by_text("gumiho: serial head").click()
+    expect(page.locator("#tree-top_k input")).to_be_enabled()
+    page.check("#fast input[type=checkbox]")
+    expect(page.locator("#delay input[type=number]")).to_be_disabled()
+    page.uncheck("#fast input[type=checkbox]")
+    expect(page.locator("#delay input[type=number]")).to_be_enabled()
+    shot(page, "controls")
+    set_number(page, "max-new-tokens", 1)  # the prefill only: charts with nothing to draw yet
+    page.check("#fast input[type=checkbox]")
+    page.click("#run")
+    expect(page.locator("#status")).to_contain_text(ENDED, timeout=120_000)
+    expect(page.locator("#depth .js-plotly-plot")).to_have_count(1)
+    assert axis_range(page, "depth", "xaxis") == [0.5, 7.5] and axis_range(page, "depth", "yaxis") == [0, 1.05]
+    assert axis_range(page, "speedup", "xaxis")[0] == 0 and axis_range(page, "accept", "xaxis")[0] > 0
+    expect(page.locator("#depth")).to_contain_text("no decoding step yet")
+    shot(page, "one-token-run")
 
 
 def test_bad_input_keeps_the_page_and_what_was_typed(page):
     page.fill("#prompt textarea", "Keep this text.")
-    page.get_by_text("Advanced: sampling and draft tree").click()
+    open_advanced(page)
+    choose_preset(page, "paper")
+    expect(page.locator("#tree-total_tokens input")).to_have_value("64")
     set_number(page, "tree-top_k", 0)
     page.click("#run")
     expect(page.locator(".toast-body").first).to_contain_text("top_k must be an integer >= 1; got 0")
@@ -157,6 +191,7 @@ def test_bad_input_keeps_the_page_and_what_was_typed(page):
     bad.write_text('{"format": "gumiho-visualiser-run", "version": 1, "records": []}')
     page.set_input_files('input[data-testid="Load run file-upload-button"]', str(bad))
     expect(page.locator(".toast-body").last).to_contain_text("Could not load this run file")
+    assert "/" not in page.locator(".toast-body").last.inner_text().split("run file", 1)[1]  # no server path
     shot(page, "bad-input")
 
 
@@ -168,17 +203,29 @@ def test_animation_stop_pause_steps_replay_export_and_load(page, tmp_path):
     page.click("#stop")
     expect(page.locator("#status")).to_contain_text("Stopped: showing step")
     expect(page.locator("#run")).to_be_enabled()
-    set_number(page, "delay", 0.1)
+    open_advanced(page)
+    choose_preset(page, "paper")  # 64 nodes: taller than the panel
+    expect(page.locator("#tree-total_tokens input")).to_have_value("64")
+    set_number(page, "delay", 0.3)
     page.click("#run")
-    expect(page.locator("#caption")).to_contain_text("Step 2", timeout=60_000)
+    expect(page.locator("#caption")).to_contain_text("Step 1", timeout=60_000)
+    tree = page.locator("#tree")
+    page.wait_for_function("(e) => e.scrollHeight > e.clientHeight + 100", arg=tree.element_handle())
+    tree.evaluate("e => e.scrollTop = 120")  # a student scrolls down the tree while it animates
+    for _ in range(3):
+        caption = page.locator("#caption").inner_text()
+        expect(page.locator("#caption")).not_to_have_text(caption, timeout=60_000)
+        assert tree.evaluate("e => e.scrollTop") == 120, "the tree jumped back to the top"
     shot(page, "animating", "#tree")
     page.click("#pause")
     expect(page.locator("#status")).to_contain_text("Paused at step")
+    shot_both(page, "paused")
     caption = page.locator("#caption").inner_text()
     page.click("#prev")
     expect(page.locator("#caption")).not_to_have_text(caption)
     page.click("#next")
     expect(page.locator("#status")).to_contain_text("Paused at step")
+    page.check("#fast input[type=checkbox]")
     page.click("#resume")
     expect(page.locator("#status")).to_contain_text(ENDED, timeout=180_000)
     page.click("#replay")
@@ -188,7 +235,8 @@ def test_animation_stop_pause_steps_replay_export_and_load(page, tmp_path):
         page.click("#export")
     saved = tmp_path / "run.json"
     download.value.save_as(saved)
-    assert json.loads(saved.read_text())["prompt"] == PROMPT
+    data = json.loads(saved.read_text())
+    assert data["prompt"] == PROMPT and data["preset"] == "paper" and data["tree"]["total_tokens"] == 64
     page.set_input_files('input[data-testid="Load run file-upload-button"]', str(saved))
     expect(page.locator("#status")).to_contain_text("Saved run loaded")
     shot(page, "loaded-run")
@@ -197,6 +245,7 @@ def test_animation_stop_pause_steps_replay_export_and_load(page, tmp_path):
 def test_the_generate_endpoint_returns_the_clis_values(app_url, cli):
     from gradio_client import Client
 
-    result = Client(app_url, verbose=False).predict(PROMPT, "gumiho", TOKENS, 0.0, 0, api_name="/generate")
+    result = Client(app_url, verbose=False).predict(PROMPT, "gumiho", TOKENS, 0.0, 0, "paper", api_name="/generate")
     for key in ("token_ids", "text", "steps", "new_tokens", "mean_accept_len"):
         assert result[key] == cli[key], key
+    assert result["tree_source"] == "the authors' tree"

@@ -10,8 +10,9 @@ import pytest
 from app import runfile
 from app.charts import accept_figure, depth_figure, speed_figure, speedup_figure
 from app.explain import how_it_works_md, numbers_html, step_caption
+from app.messages import public_message, scrub
 from app.palette import LOOKS, TARGET, look
-from app.settings import api_settings, parse_settings, preset_name, tree_presets
+from app.settings import AUTO, api_settings, parse_settings, preset_name, tree_presets
 from app.state import Run, Settings, UserState
 from app.stats import baseline_time, run_stats, running_speedup
 from app.text_view import legend_html, output_html, token_origins
@@ -204,6 +205,16 @@ def test_charts_have_the_run_and_its_baseline():
     assert "plain decoding drafts nothing" in str(depth_figure(make_run("ar", records=[prefill()]), 0).layout)
 
 
+@pytest.mark.parametrize("records", [[prefill()], [prefill(), record(1, total=4)]])
+def test_charts_of_a_short_run_have_their_own_axes_not_plotlys_defaults(records):
+    run = make_run(records=records, baseline=[])
+    depth = depth_figure(run, len(records) - 1).layout
+    assert tuple(depth.xaxis.range) == (0.5, 7.5) and tuple(depth.yaxis.range) == (0, 1.05)
+    assert tuple(depth.xaxis.tickvals) == tuple(range(1, 8))
+    speedup = speedup_figure(run, len(records) - 1).layout
+    assert speedup.xaxis.range[0] == 0 and speedup.xaxis.range[1] > 0
+
+
 def test_numbers_and_how_it_works_use_the_runs_values():
     run = make_run()
     s = run_stats(run)
@@ -234,6 +245,8 @@ def form(**overrides):
 def test_form_values_become_settings():
     s = parse_settings(**form(max_new_tokens=24.0))
     assert s.decode.max_new_tokens == 24 and s.tree.total_tokens == 16 and s.preset == "small (CPU)"
+    auto = parse_settings(**form(preset=AUTO, top_k=None))  # auto ignores the fields, even an empty one
+    assert auto.tree is None and auto.preset == AUTO
     assert parse_settings(**form(top_k=14, mlp_topk=35, pruning=35, total_tokens=64)).preset == "paper"
     assert preset_name(TreeConfig(top_k=3)) == "custom"
     assert set(tree_presets()) >= {"paper", "small (CPU)"}
@@ -257,12 +270,39 @@ def test_bad_form_values_give_a_clear_message(overrides, message):
 
 def test_api_settings_are_the_clis_defaults():
     s = api_settings("hi", "serial", 24, 0.0, 3)
-    assert s.tree == TreeConfig() and s.decode == DecodeConfig(max_new_tokens=24, seed=3)
+    assert s.tree is None and s.preset == AUTO and s.decode == DecodeConfig(max_new_tokens=24, seed=3)
+    paper = api_settings("hi", "serial", 24, 0.0, 3, tree="paper")
+    assert paper.tree == TreeConfig() and paper.tree_source == "the authors' tree"
+    with pytest.raises(GumihoError, match="tree must be one of auto, paper; got 'big'"):
+        api_settings("hi", "gumiho", 24, 0.0, 3, tree="big")
+
+
+# -- what visitors see of errors -------------------------------------------------------------------
+@pytest.mark.parametrize("text,shown", [
+    ("/root/.cache/gumiho/x/model.safetensors: not a readable safetensors file",
+     "…/model.safetensors: not a readable safetensors file"),
+    ("target path '/data/models/llama' does not exist", "target path '…/llama' does not exist"),
+    ("drafter path '~/ckpt/pytorch_model.bin' does not exist", "drafter path '…/pytorch_model.bin' does not exist"),
+    ("could not load target 'amd/Gumiho-vicuna-7b' (OSError)",
+     "could not load target 'amd/Gumiho-vicuna-7b' (OSError)"),
+    ("top_p must be a number in (0, 1]; see https://example.org/a/b", "top_p must be a number in (0, 1]; see https://example.org/a/b"),
+    ("device 'cuda:0' asked for", "device 'cuda:0' asked for"),
+])
+def test_server_paths_never_reach_the_page(text, shown):
+    assert scrub(text) == shown == scrub(shown)  # and scrubbing twice changes nothing
+
+
+def test_only_gumiho_errors_speak_for_themselves():
+    assert public_message(GumihoError("no drafter at /home/me/x.bin")) == "no drafter at …/x.bin"
+    generic = public_message(RuntimeError("CUDA error at /usr/lib/python3/site-packages/torch/x.py:12"))
+    assert "RuntimeError" in generic and "/usr" not in generic and "torch" not in generic
 
 
 # -- run files -----------------------------------------------------------------------------------
 def test_a_run_file_round_trips(tmp_path):
     run = make_run()
+    run.settings = Settings("Write a poem.", "gumiho", DecodeConfig(max_new_tokens=8), TreeConfig(), "auto",
+                            "auto tree for this CPU: 16 nodes")
     path = tmp_path / "run.json"
     path.write_text(runfile.dumps(run), encoding="utf-8")
     assert "NaN" not in path.read_text()  # plain JSON, readable by any tool
@@ -299,10 +339,21 @@ def _broken(change) -> str:
     (_broken(lambda d: d["decode"].update(temperature=-3)), "settings are invalid: temperature"),
     (_broken(lambda d: d.update(records=[])), "no steps"),
     (_broken(lambda d: d.update(pieces={"x": 1})), "field 'pieces'"),
+    (_broken(lambda d: d["records"][1]["verdict"].update(target_prob=["0.5"] * 8)), "probabilities or null"),
+    (_broken(lambda d: d["records"][1]["verdict"].update(target_prob=[True] * 8)), "probabilities or null"),
+    (_broken(lambda d: d.update(tree_source=3)), "field 'tree_source' must be a str"),
+    (_broken(lambda d: d.update(clock=[0.1, 0.2, 12345.5])).replace("12345.5", "NaN"),
+     "not valid JSON (NaN is not JSON)"),
 ])
 def test_a_malformed_run_file_gives_a_clear_message(text, message):
     with pytest.raises(runfile.RunFileError, match=re.escape(message)):
         runfile.loads(text)
+
+
+def test_a_run_file_saved_before_the_auto_tree_still_loads():
+    data = runfile.to_dict(make_run())
+    del data["tree_source"]
+    assert runfile.loads(json.dumps(data)).settings.tree_source == ""
 
 
 def test_an_oversized_or_binary_run_file_is_refused_before_parsing(tmp_path):
@@ -324,6 +375,109 @@ def test_the_view_knows_what_is_left_to_show():
     assert user.more_to_show and not user.can_compute
     user.cursor = 2
     assert not user.more_to_show
+
+
+# -- the shared models: the auto tree, runs that can compute, what the model line says -------------
+def fake_choice(mode="gumiho", nodes=12):
+    from gumiho_core import TreeChoice
+
+    return TreeChoice(TreeConfig(mode=mode, top_k=4, mlp_topk=10, pruning=10, total_tokens=nodes, depth=5), 2.5,
+                      0.1, 0.05, {str(nodes): 0.08}, [], "a test CPU, 1 threads", 40)
+
+
+def fake_loaded(trained=True):
+    from types import SimpleNamespace
+
+    from app.runner import Loaded
+
+    drafter = SimpleNamespace(trained=trained, origin="/srv/secret/heads" if trained else "untrained")
+    return Loaded(SimpleNamespace(name="tiny-llama"), drafter, None, ())
+
+
+def test_auto_is_the_fallback_until_this_device_is_measured_then_the_measured_tree(monkeypatch):
+    import threading
+
+    from app import runner
+    from app.status import auto_note, model_line
+
+    started, release = threading.Event(), threading.Event()
+
+    def choose(target, drafter, mode, progress):
+        progress(0.6, "timing verification and drafting on this device")
+        started.set()
+        release.wait(10)
+        return fake_choice(mode)
+
+    monkeypatch.setattr(runner, "cached_tree_choice", lambda target, drafter, mode: None)
+    monkeypatch.setattr(runner, "choose_tree", choose)
+    models = runner.Models("default", "default", "cpu")
+    models._loaded = fake_loaded()
+    measuring = threading.Thread(target=models.settle_auto_tree, args=(models.loaded,))
+    measuring.start()
+    assert started.wait(10)
+    tree, label, why = models.auto_tree("gumiho")
+    assert tree == tree_presets()["small (CPU)"] and label == "auto → small (CPU)"
+    assert "until this device is measured: measuring now (gumiho drafting, 60%: timing verification" in why
+    line = model_line(models)
+    assert "measuring this device once" in line and "small (CPU)" in line and "/srv/secret" not in line
+    ask = parse_settings(**form(preset=AUTO))
+    assert models.settle(ask).preset == "auto → small (CPU)"  # a run does not wait
+    release.set()
+    measuring.join(10)
+    assert models.settled.is_set() and set(models.choices) == {"gumiho", "serial"}
+    settled = models.settle(ask)
+    assert settled.tree.total_tokens == 12 and settled.preset == AUTO
+    assert "auto tree for a test CPU" in settled.tree_source
+    assert models.settle(parse_settings(**form(method="serial", preset=AUTO))).tree.mode == "serial"
+    note = auto_note(models)
+    assert note.count("auto tree for a test CPU") == 2 and "*serial:*" in note
+    assert "12 nodes for gumiho" in model_line(models) and "heads from heads" in model_line(models)
+    how = how_it_works_md(None, None, note)
+    assert "**The draft tree.**" in how and "auto tree for a test CPU" in how
+
+
+@pytest.mark.parametrize("policy,why", [("off", "--auto-tree off"), ("cached", "no measurement is cached")])
+def test_auto_tree_policies_that_never_measure(monkeypatch, policy, why):
+    from app import runner
+
+    monkeypatch.setattr(runner, "cached_tree_choice", lambda target, drafter, mode: None)
+    monkeypatch.setattr(runner, "choose_tree", lambda *a, **k: pytest.fail("measured"))
+    models = runner.Models("default", "default", "cpu", auto_tree=policy)
+    models._loaded = fake_loaded()
+    models.settle_auto_tree(models.loaded)
+    assert not models.choices and why in models.auto_tree("gumiho")[2]
+
+
+def test_a_failed_measurement_keeps_the_fallback_and_says_why(monkeypatch):
+    from app import runner
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of luck at /opt/secret/autotree.py")
+
+    monkeypatch.setattr(runner, "cached_tree_choice", lambda target, drafter, mode: None)
+    monkeypatch.setattr(runner, "choose_tree", broken)
+    models = runner.Models("default", "default", "cpu")
+    models._loaded = fake_loaded()
+    models.settle_auto_tree(models.loaded)
+    tree, label, why = models.auto_tree("gumiho")
+    assert label == "auto → small (CPU)" and "measuring failed" in why and "/opt" not in why
+
+
+def test_paused_runs_beyond_the_limit_stop_computing_oldest_first():
+    from types import SimpleNamespace
+
+    from app.runner import MAX_LIVE_RUNS, Live, Models
+
+    models = Models("default", "default", "cpu")
+    lives = [Live(SimpleNamespace(done=False), None, None, models) for _ in range(MAX_LIVE_RUNS + 2)]
+    for live in lives:
+        models.keep_live(live)
+    assert models.live_runs == MAX_LIVE_RUNS
+    assert not lives[0].can_compute and not lives[1].can_compute and lives[2].can_compute
+    user = UserState()
+    user.reset(make_run(), lives[-1])
+    user.close()  # the visitor left: its paused run lets go of its caches
+    assert not lives[-1].can_compute and models.live_runs == MAX_LIVE_RUNS - 1 and user.live is None
 
 
 # -- the handlers with the default model (still no server) ----------------------------------------
@@ -351,10 +505,12 @@ def cli_json(capsys, *argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def run_handler(models, view, user, prompt=PROMPT, method="gumiho", max_new_tokens=12, fast=True):
+def run_handler(models, view, user, prompt=PROMPT, method="gumiho", max_new_tokens=12, fast=True,
+                preset="small (CPU)", compute=None):
     from app.ui import on_run
 
-    return on_run(view, models, user, prompt, method, max_new_tokens, 0.0, 1.0, 0, 6, 6, 8, 16, 7, 0.05, fast)
+    return on_run(view, models, compute, user, prompt, method, max_new_tokens, 0.0, 1.0, 0, preset, 6, 6, 8, 16, 7,
+                  0.05, fast)
 
 
 @needs_default
@@ -382,6 +538,16 @@ def test_pause_next_prev_resume_and_the_text_equals_the_clis(app_view, capsys):
     assert last[view.answer] == cli["text"] and "gm-node" in last[view.tree] and last[view.speed] is not None
     steps = len(user.run.records) - 1
     assert run_stats(user.run).mean_accept_len == pytest.approx((len(cli["token_ids"]) - 1) / steps)
+
+
+@needs_default
+def test_every_picture_sets_every_output(app_view):
+    """A component left out of a picture gets Gradio's generic update; alternating that with values makes
+    each session's copy of the page grow at every step (Gradio 6.31). So no picture leaves one out."""
+    models, view = app_view
+    user = UserState()
+    frames = list(run_handler(models, view, user, max_new_tokens=4, fast=False))
+    assert len(frames) > 8 and all(set(f) == set(view.outputs) for f in frames)
 
 
 @needs_default
@@ -418,7 +584,96 @@ def test_the_api_endpoint_returns_what_the_cli_prints(app_view, capsys):
 
     models, _ = app_view
     for method in ("gumiho", "ar"):
-        ours = api_generate(models, api_settings(PROMPT, method, 12, 0.0, 0))
+        ours = api_generate(models, api_settings(PROMPT, method, 12, 0.0, 0, tree="paper"))
         cli = cli_json(capsys, "--method", method, "--max-new-tokens", "12")
         for key in ("token_ids", "text", "steps", "new_tokens", "mean_accept_len", "stop_reason"):
             assert ours[key] == cli[key], key
+    assert ours["tree"] is None and models.step_lock.acquire(blocking=False)  # the lock was let go
+    models.step_lock.release()
+
+
+@needs_default
+def test_the_api_uses_the_auto_tree_as_the_cli_does(app_view, monkeypatch):
+    from app import runner
+
+    models, _ = app_view
+    choice = fake_choice(nodes=8)
+    monkeypatch.setitem(models.choices, "gumiho", choice)
+    ours = runner.api_generate(models, api_settings(PROMPT, "gumiho", 12, 0.0, 0))
+    assert ours["tree"] == choice.tree.to_dict() and ours["tree_source"] == choice.summary()
+    paper = runner.api_generate(models, api_settings(PROMPT, "gumiho", 12, 0.0, 0, tree="paper"))
+    assert ours["token_ids"] == paper["token_ids"] and paper["tree_source"] == "the authors' tree"
+
+
+@needs_default
+def test_a_run_with_preset_auto_says_which_tree_it_used(app_view):
+    models, view = app_view
+    user = UserState()
+    frames = list(run_handler(models, view, user, preset=AUTO, max_new_tokens=4))
+    s = user.run.settings
+    assert s.preset == "auto → small (CPU)" and s.tree == tree_presets()["small (CPU)"]
+    assert any("tree <i>auto → small (CPU)</i> (not measured here yet): 16 nodes" in str(f.get(view.status, ""))
+               for f in frames)
+    how = frames[-1][view.how]
+    assert "**The draft tree.**" in how and "the small (CPU) tree until this device is measured" in how
+
+
+@needs_default
+def test_whole_run_mode_computes_first_then_shows_the_same_steps(app_view):
+    from functools import partial
+
+    from app.runner import Models, compute_run
+
+    models, view = app_view
+    live, whole = UserState(), UserState()
+    list(run_handler(models, view, live))
+    once = Models("default", "default", "cpu", whole_runs=True)
+    once._loaded = models.loaded  # the same weights, computed the ZeroGPU way
+    frames = list(run_handler(once, view, whole, compute=partial(compute_run, once)))
+    assert whole.run.token_ids == live.run.token_ids and whole.run.text == live.run.text
+    assert whole.live is None and once.live_runs == 0
+    assert "Showing the computed steps of" in str(frames[2][view.status])
+
+
+@needs_default
+def test_a_drafter_of_another_target_leaves_plain_decoding_working(app_view, tmp_path):
+    import torch
+    from tiny import random_drafter, tiny_target
+
+    from app.runner import Models, start_run
+    from app.status import model_line
+
+    models, view = app_view
+    small = tiny_target(seed=0)
+    state = random_drafter(small).state_dict()
+    state["embed_tokens.weight"] = small.shared_weights().embed
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    other = Models("default", str(tmp_path / "pytorch_model.bin"), "cpu")
+    other._loaded = None
+    loaded = other.get()
+    assert loaded.drafter is None and "belongs to another model" in loaded.drafter_error
+    assert str(tmp_path) not in loaded.drafter_error and "…/pytorch_model.bin" in loaded.drafter_error
+    assert "only plain decoding (ar) works" in model_line(other)
+    run, live = start_run(other, parse_settings(**form(method="ar", max_new_tokens=3)))
+    assert live.can_compute
+    with pytest.raises(GumihoError, match="needs the drafter, which could not be loaded.*method ar"):
+        start_run(other, parse_settings(**form(method="gumiho")))
+
+
+@pytest.mark.parametrize("spec,message", [("/no/such/model", "target path '…/model' does not exist"),
+                                          ("nobody/no-such-model", "could not load target 'nobody/no-such-model'")])
+def test_a_target_that_cannot_load_is_reported_and_runs_say_so(monkeypatch, spec, message):
+    import gradio as gr
+    import huggingface_hub.constants
+
+    from app.runner import Models
+    from app.status import model_line
+    from app.ui import build_view
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # an unreachable hub, minus its retries
+    models = Models(spec, "default", "cpu")
+    _, view = build_view(models)
+    with pytest.raises(gr.Error, match=re.escape(message)):
+        list(run_handler(models, view, UserState()))
+    assert "could not be loaded" in model_line(models) and "Load run file" in model_line(models)
+    assert models.error and "/no/such" not in models.error

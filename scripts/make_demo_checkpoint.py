@@ -1,0 +1,84 @@
+"""Build a tiny Gumiho pair in the published layout, to try a deployment without a hub or a GPU.
+
+    python scripts/make_demo_checkpoint.py out/demo
+    python app.py --target out/demo/target --draft out/demo/draft/pytorch_model.bin
+    python -m gumiho_core.generate --target out/demo/target --draft out/demo/draft --method gumiho --json --prompt Hi
+
+out/demo/target  a random 2-layer LLaMA saved with save_pretrained (config.json, model.safetensors) and the
+                 default model's tokenizer, so its vocabulary matches that tokenizer: a local folder read
+                 exactly as a downloaded lmsys/vicuna-7b-v1.3 would be.
+out/demo/draft   pytorch_model.bin in the authors' layout (keys and shapes as GUMIHO.md lists them,
+                 embed_tokens.weight included), as the amd/Gumiho-* repositories publish it.
+The weights are random: the text is gibberish and the drafter rarely guesses right (the output is still
+exactly the target's), but every file goes through the loaders a published checkpoint goes through.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.utils import logging as hf_logging
+
+from gumiho_core import GumihoError, load_target, untrained_drafter
+
+
+def default_tokenizer():
+    """The default model's tokenizer, or None (with the reason on stderr) when it is not installed."""
+    try:
+        return load_target("default", device="cpu").tokenizer
+    except GumihoError as e:
+        print(f"no tokenizer: {e}\nThe target folder is written without one; the app and the CLI need one to "
+              "read prompts, so install the default model first (./setup.sh).", file=sys.stderr)
+        return None
+
+
+def tiny_llama(vocab: int, tokenizer, hidden: int, layers: int) -> LlamaForCausalLM:
+    """A random LLaMA whose shapes follow the real ones: 4 heads of hidden/4, grouped-query attention."""
+    eos = None if tokenizer is None else tokenizer.eos_token_id
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, rms_norm_eps=1e-5,
+                      eos_token_id=eos, bos_token_id=None if tokenizer is None else tokenizer.bos_token_id,
+                      tie_word_embeddings=False)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def official_state(target_dir: Path) -> dict[str, torch.Tensor]:
+    """An (untrained) drafter for the saved target, keyed as the authors' pytorch_model.bin."""
+    target = load_target(str(target_dir), device="cpu")
+    state = dict(untrained_drafter(target).state_dict())
+    state["embed_tokens.weight"] = target.shared_weights().embed  # the official files carry a copy of it
+    return {k: v.detach().clone().contiguous() for k, v in state.items()}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", nargs="?", default="out/demo", help="folder to write target/ and draft/ into")
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--vocab", type=int, default=49152, help="used only without a tokenizer (else its size)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    hf_logging.disable_progress_bar()
+    out = Path(args.out)
+    target_dir, draft_dir = out / "target", out / "draft"
+    tokenizer = default_tokenizer()
+    vocab = len(tokenizer) if tokenizer is not None else args.vocab
+    torch.manual_seed(args.seed)
+    tiny_llama(vocab, tokenizer, args.hidden, args.layers).save_pretrained(target_dir)
+    if tokenizer is None:
+        print(f"wrote {target_dir} (no tokenizer)")
+        return 1
+    tokenizer.save_pretrained(target_dir)
+    draft_dir.mkdir(parents=True, exist_ok=True)
+    state = official_state(target_dir)
+    torch.save(state, draft_dir / "pytorch_model.bin")
+    print(f"wrote {target_dir} (vocabulary {vocab}, hidden {args.hidden}, {args.layers} layers) and "
+          f"{draft_dir / 'pytorch_model.bin'} ({len(state)} tensors, official layout)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""A classroom at once: many clients through gradio_client against `python app.py` on localhost (CPU is enough).
+
+Each gradio_client Client is one visitor with a session of its own, and calls the page's own Run and Stop
+events (api_name "run" and "stop", as the buttons do), so the queue, the per-session state and the shared
+decoding lock are all exercised:
+1. 8 clients with 8 different prompts at once, temperature 0: all complete, and each gets exactly the text
+   and the number of steps that the same prompt gets when it runs alone.
+2. Stop frees its worker within one step: with every animation worker busy, a queued client starts about
+   one decoding step after a running client is cancelled (its step ends, the lock and the worker are let go).
+3. Memory stays flat: the server's resident memory after 50 more short runs is within a small margin of
+   what it was after warm-up. The server runs with glibc's per-thread malloc arenas capped
+   (MALLOC_ARENA_MAX=2, as README's Deploy section recommends): uncapped, each of Gradio's worker threads
+   keeps an arena of its own, and the resident size creeps up by some 20-40 MB per 25 runs until every
+   thread has one, which would hide a real leak of the app's own.
+The measured numbers are printed (pytest -s shows them).
+"""
+import os
+import re
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from app_server import running_app, wait_for_log
+
+gradio_client = pytest.importorskip("gradio_client")
+
+CONCURRENCY = 4  # the app's default: visitors animating at once; the rest wait in the queue
+CLIENTS = 8
+TOKENS = 10
+PROMPTS = ["Write a haiku about the sea.", "Name three colours of the rainbow.", "What is 17 times 23?",
+           "List five red fruits.", "Why is the sky blue? One sentence.", "Say hello in French.",
+           "Give a synonym for happy.", "What is the capital of Italy?"]
+STATUS, ANSWER = 0, 5  # positions of the status line and the plain answer among the Run event's outputs
+MEMORY_RUNS, WARM_UP_RUNS = 50, 20
+MEMORY_MARGIN_MB = 40  # allocator noise; a leak of a run's caches or pictures per run would exceed it by far
+RESULT_TIMEOUT_S = 600
+
+
+def run_args(prompt: str, tokens: int = TOKENS, fast: bool = True) -> tuple:
+    """The Run button's inputs: method, length, temperature 0, top_p, seed, the small tree, 0.05 s per picture."""
+    return (prompt, "gumiho", tokens, 0.0, 1.0, 0, "small (CPU)", 6, 6, 8, 16, 7, 0.05, fast)
+
+
+def client(url: str):
+    return gradio_client.Client(url, verbose=False, download_files=False)
+
+
+def finished(outputs) -> tuple[str, int]:
+    """(the answer, the number of decoding steps) from the last picture of a run."""
+    status = outputs[STATUS]
+    steps = re.search(r"Showing step (\d+) of \1; the run has ended", status)
+    assert steps, status
+    return outputs[ANSWER], int(steps.group(1))
+
+
+def run_alone(url: str, prompt: str, tokens: int = TOKENS) -> tuple[str, int]:
+    return finished(client(url).submit(*run_args(prompt, tokens), api_name="/run").result(timeout=RESULT_TIMEOUT_S))
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS in /proc")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    log = tmp_path_factory.mktemp("app") / "app.log"
+    with running_app(log, "--concurrency", str(CONCURRENCY), "--auto-tree", "off",
+                     env={"MALLOC_ARENA_MAX": "2"}) as (url, proc):
+        wait_for_log(log, "loaded SmolLM2", proc)  # the page is up before the models: count from here
+        yield url, proc
+
+
+def test_eight_clients_at_once_each_get_what_a_lone_client_gets(app):
+    url, _ = app
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        together = list(pool.map(lambda p: run_alone(url, p), PROMPTS))
+    t_together = time.monotonic() - t0
+    t0 = time.monotonic()
+    alone = [run_alone(url, p) for p in PROMPTS]
+    t_alone = time.monotonic() - t0
+    print(f"\n{CLIENTS} clients at once: {t_together:.1f} s; the same prompts one after another: {t_alone:.1f} s")
+    for prompt, (text, steps), (text1, steps1) in zip(PROMPTS, together, alone):
+        print(f"  {prompt!r}: {steps} steps, identical: {(text, steps) == (text1, steps1)}")
+    assert together == alone
+    assert len({text for text, _ in together}) == CLIENTS  # eight different answers, none crossed over
+
+
+def _first_output_at(job, timeout: float) -> float:
+    end = time.monotonic() + timeout
+    while not job.outputs():
+        assert time.monotonic() < end, "the queued client never started"
+        time.sleep(0.01)
+    return time.monotonic()
+
+
+def _update_times(job, n: int, timeout: float = 120) -> list[float]:
+    """Times at which a running job's next `n` pictures arrive."""
+    times, seen, end = [], len(job.outputs()), time.monotonic() + timeout
+    while len(times) < n:
+        assert time.monotonic() < end and not job.done(), "the running client stopped sending pictures"
+        if len(job.outputs()) > seen:
+            seen = len(job.outputs())
+            times.append(time.monotonic())
+        time.sleep(0.005)
+    return times
+
+
+def test_stop_frees_a_worker_within_one_step(app):
+    url, _ = app
+    busy = [client(url) for _ in range(CONCURRENCY)]
+    jobs = [c.submit(*run_args(p, 400), api_name="/run") for c, p in zip(busy, PROMPTS)]
+    for job in jobs:
+        _first_output_at(job, 120)
+    ticks = _update_times(jobs[1], 6)  # a picture per step in fast mode: how long one step takes, all busy
+    step_s = statistics.median(b - a for a, b in zip(ticks, ticks[1:]))
+    waiting = client(url).submit(*run_args(PROMPTS[-1], 4), api_name="/run")
+    time.sleep(2 * step_s)
+    assert not waiting.outputs(), "a fifth client started while every worker was busy"
+    t_stop = time.monotonic()
+    jobs[0].cancel()  # what the Stop button does: cancel the running event, then run the Stop handler
+    busy[0].predict(api_name="/stop")
+    started = _first_output_at(waiting, 60) - t_stop
+    print(f"\none step with {CONCURRENCY} clients running: {step_s:.2f} s; "
+          f"the queued client started {started:.2f} s after Stop")
+    for job in jobs[1:]:
+        job.cancel()
+    assert finished(waiting.result(timeout=RESULT_TIMEOUT_S))[1] >= 1
+    assert started <= 2 * step_s + 1.0, f"Stop freed the worker after {started:.2f} s (one step: {step_s:.2f} s)"
+
+
+def _short_runs(url: str, n: int) -> None:
+    """n short runs from 5 clients at once, alternating the page's Run (animated: every stage of every step
+    is a picture) and the generate endpoint."""
+    def visitor(k: int) -> None:
+        c = client(url)
+        for i in range(k, n, 5):
+            if i % 2:
+                out = c.predict(PROMPTS[i % len(PROMPTS)], "gumiho", 3, 0.0, 0, api_name="/generate")
+                assert out["new_tokens"] == 3
+            else:
+                run = c.submit(*run_args(PROMPTS[i % len(PROMPTS)], 3, fast=False), api_name="/run")
+                finished(run.result(RESULT_TIMEOUT_S))
+
+    with ThreadPoolExecutor(5) as pool:
+        list(pool.map(visitor, range(5)))
+
+
+def test_memory_stays_flat_over_many_runs(app):
+    url, proc = app
+    _short_runs(url, WARM_UP_RUNS)
+    before = rss_mb(proc.pid)
+    t0 = time.monotonic()
+    _short_runs(url, MEMORY_RUNS)
+    after = rss_mb(proc.pid)
+    print(f"\nserver RSS after {WARM_UP_RUNS} warm-up runs: {before:.0f} MB; after {MEMORY_RUNS} more: {after:.0f} MB "
+          f"({after - before:+.0f} MB; {time.monotonic() - t0:.0f} s)")
+    assert after - before < MEMORY_MARGIN_MB
+    assert os.path.exists(f"/proc/{proc.pid}")  # still serving
