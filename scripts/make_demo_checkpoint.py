@@ -22,7 +22,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.utils import logging as hf_logging
 
-from gumiho_core import GumihoError, load_target, untrained_drafter
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # gumiho_core sits beside scripts/
+from gumiho_core import GumihoError, load_target, untrained_drafter  # noqa: E402
 
 
 def default_tokenizer():
