@@ -57,8 +57,9 @@ def step_caption(record: StepRecord, stage: str, pieces: Mapping[int, str], prom
     elif stage == VERIFIED:
         text = _verdict_sentence(record, pieces)
     elif stage == COMMITTED:
-        text = (f"<b>Step {record.index}, commit:</b> {_plural(len(record.new_token_ids), 'token')} "
-                f"{_quote(pieces, record.new_token_ids)} join the text. Draft {_ms(record.draft_s)} + verify "
+        n = len(record.new_token_ids)
+        text = (f"<b>Step {record.index}, commit:</b> {_plural(n, 'token')} {_quote(pieces, record.new_token_ids)} "
+                f"{'joins' if n == 1 else 'join'} the text. Draft {_ms(record.draft_s)} + verify "
                 f"{_ms(record.verify_s)} + commit {_ms(record.commit_s)}.")
     else:
         text = f"<b>Step {record.index}.</b> " + _phase_sentence(record, stage)
