@@ -117,17 +117,19 @@ def cmd_ship(args, target) -> None:
     evaluation = workdir_for(args) / "evaluation.json"
     report = json.loads(evaluation.read_text()) if evaluation.is_file() else None
     answers = workdir_for(args) / "answers.jsonl"
+    features = json.loads((workdir_for(args) / "features" / "meta.json").read_text())
     (dest / "README.md").write_text(model_card(target, json.loads((dest / "config.json").read_text()), history,
-                                               report, answers))
+                                               report, answers, features["conversations"]))
     log.info("shipped to %s", dest)
 
 
-def model_card(target, meta: dict, history: list[dict], report: dict | None, answers: Path) -> str:
+def model_card(target, meta: dict, history: list[dict], report: dict | None, answers: Path,
+               conversations: int) -> str:
     from collections import Counter
 
     from .data import read_jsonl
 
-    rows = read_jsonl(answers) if answers.is_file() else []
+    rows = (read_jsonl(answers) if answers.is_file() else [])[:conversations]  # the rows features were made of
     modes = Counter(r["mode"] for r in rows)
     tokens = sum(len(r["answer_ids"]) for r in rows)
     cfg = meta["train_config"]
