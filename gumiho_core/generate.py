@@ -8,6 +8,7 @@ import argparse
 import json
 import logging
 import sys
+import types
 
 from .config import METHODS, DecodeConfig, TreeConfig
 from .engine import generate, start
@@ -149,6 +150,18 @@ def main(argv=None) -> int:
               f"mean accepted length {out['mean_accept_len']:.2f}, {out['wall_s']:.2f} s "
               f"({out['tokens_per_s']:.1f} tokens/s)", file=sys.stderr)
     return 0
+
+
+class _CallableModule(types.ModuleType):
+    """Importing this module rebinds the name `gumiho_core.generate` from the engine's generate() to the
+    module (Python sets a package attribute per imported submodule). Calling the module runs the engine's
+    generate(), so `from gumiho_core import generate` works whatever was imported first."""
+
+    def __call__(self, *args, **kwargs):
+        return generate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 
 if __name__ == "__main__":

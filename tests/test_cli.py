@@ -54,3 +54,23 @@ def test_methods_agree_on_the_default_model(capsys):
 def test_missing_drafter_on_the_default_model(capsys):
     code, out, err = run_cli(capsys, "--prompt", "hi", "--draft", "/no/such/heads")
     assert code == 2 and "drafter path '/no/such/heads' does not exist" in err
+
+
+def test_generate_name_stays_callable_after_the_cli_module_is_imported():
+    # gumiho_core.generate is both the engine's loop and this CLI module; importing the module must not
+    # break `from gumiho_core import generate` (it did, depending on test order).
+    import importlib
+
+    import gumiho_core.engine as engine
+    from tiny import random_drafter, tiny_target
+
+    importlib.import_module("gumiho_core.generate")
+    from gumiho_core import DecodeConfig, TreeConfig, generate, start
+    target = tiny_target(seed=0, scale=6.0)
+    drafter = random_drafter(target, seed=1)
+
+    def session():
+        return start("gumiho", target, [5, 6, 7], DecodeConfig(max_new_tokens=5), TreeConfig(total_tokens=8), drafter)
+    run = generate(session())
+    assert len(run.token_ids) == 5
+    assert run.token_ids == engine.generate(session()).token_ids
