@@ -33,7 +33,7 @@ from .timing import synchronize
 from .tree import DraftTree
 
 log = logging.getLogger(__name__)
-VERSION = 1
+VERSION = 2  # 2: the target's packed CPU layers change the costs
 TOP_K_GRID = (1, 2, 3, 4, 6, 8, 10)
 NODES_GRID = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
 BEAM = 10  # mlp_topk and pruning of every candidate (and of the calibration tree)
@@ -191,7 +191,8 @@ def accepted_in(tree: DraftTree, keep: set[int], target_token) -> int:
 def _fingerprint(target: Target, drafter: GumihoDrafter, mode: str) -> str:
     w = drafter.fc.weight.detach().float().flatten()[:4096].cpu().numpy().tobytes()
     raw = json.dumps([VERSION, device_name(target.device), target.name, str(target.dtype), mode,
-                      hashlib.sha1(w).hexdigest(), drafter.shared.lm_head.shape[0]])
+                      hashlib.sha1(w).hexdigest(), drafter.shared.lm_head.shape[0],
+                      getattr(target, "packed_linears", 0) > 0])
     return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 

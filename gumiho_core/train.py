@@ -118,13 +118,17 @@ def cmd_ship(args, target) -> None:
     report = json.loads(evaluation.read_text()) if evaluation.is_file() else None
     answers = workdir_for(args) / "answers.jsonl"
     features = json.loads((workdir_for(args) / "features" / "meta.json").read_text())
+    from safetensors import safe_open
+
+    with safe_open(dest / "model.safetensors", "pt") as f:
+        draft_vocab = f.get_slice("draft_vocab").get_shape()[0] if "draft_vocab" in f.keys() else target.vocab_size
     (dest / "README.md").write_text(model_card(target, json.loads((dest / "config.json").read_text()), history,
-                                               report, answers, features["conversations"]))
+                                               report, answers, features["conversations"], args.recipe, draft_vocab))
     log.info("shipped to %s", dest)
 
 
 def model_card(target, meta: dict, history: list[dict], report: dict | None, answers: Path,
-               conversations: int) -> str:
+               conversations: int, recipe: str, draft_vocab: int) -> str:
     from collections import Counter
 
     from .data import read_jsonl
@@ -137,7 +141,7 @@ def model_card(target, meta: dict, history: list[dict], report: dict | None, ans
     last = history[-1]
     lines = [
         f"# Gumiho heads for {target.name}", "",
-        "Trained with `python -m gumiho_core.train all` (the defaults reproduce these heads). "
+        f"Trained with {recipe}. "
         "Architecture and objective: GUMIHO.md (2 serial LLaMA layers + 5 parallel MLP heads).", "",
         "## Data", "",
         f"Self-distillation: the target's own answers to the project's {len({r['id'] for r in rows})} training "
@@ -146,9 +150,9 @@ def model_card(target, meta: dict, history: list[dict], report: dict | None, ans
         "## Training", "",
         f"{last['epoch']} epochs, {last['step']} optimizer steps of about {cfg['tokens_per_step']} tokens, "
         f"AdamW lr {cfg['lr']} (warm-up {cfg['warmup_steps']} steps, linear decay), grad clip {cfg['grad_clip']}, "
-        f"{cfg['precision']} matmuls on {device_label(target)}; {hours:.2f} hours. Draft vocabulary: the "
-        f"{cfg['draft_vocab']} most frequent tokens of the training data (the target still verifies over all "
-        f"{target.vocab_size}). Weights stored in fp16.", "",
+        f"{cfg['precision']} matmuls on {device_label(target)}; {hours:.2f} hours of training. Draft vocabulary: "
+        f"{draft_vocab} tokens, the most frequent of the training data up to {cfg['draft_vocab']} (the target "
+        f"still verifies over all {target.vocab_size}). Weights stored in fp16.", "",
         "![loss curve](loss.png)", "",
         "Held-out (5% of conversations), teacher-forced top-1 agreement with the target after the last epoch: "
         + ", ".join(f"{k[4:-5]} {last[k]:.3f}" for k in last if k.startswith("val_") and k.endswith("_top1")) + ".",
@@ -196,6 +200,8 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     e.add_argument("--eval-tokens", type=int, default=128, help="new tokens per prompt")
     e.add_argument("--eval-out", help="where to write the JSON report (default: <workdir>/evaluation.json)")
     p.add_argument("--ship-to", help="ship: destination folder (default: assets/smollm2-135m-instruct-gumiho)")
+    p.add_argument("--recipe", default="`python -m gumiho_core.train all` (the defaults)",
+                   help="ship: how the heads were trained, as the model card should say it")
 
 
 def build_parser() -> argparse.ArgumentParser:
