@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 VERSION = 2  # 2: the target's packed CPU layers change the costs
 TOP_K_GRID = (1, 2, 3, 4, 6, 8, 10)
 NODES_GRID = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
+SERIAL_STEPS = 2  # depths the serial stack drafts in gumiho mode (DrafterConfig.serial_steps)
 BEAM = 10  # mlp_topk and pruning of every candidate (and of the calibration tree)
 CALIBRATION_TREE = TreeConfig(top_k=max(TOP_K_GRID), mlp_topk=BEAM, pruning=BEAM, total_tokens=max(NODES_GRID))
 CALIBRATION_PROMPTS = (
@@ -71,7 +72,16 @@ class TreeChoice:
         ratio = self.verify_s[str(t.total_tokens)] / self.ar_step_s
         return (f"auto tree for {self.device}: {t.total_tokens} nodes, top_k {t.top_k}, depth {t.depth}. "
                 f"Verifying {t.total_tokens} tokens here costs {ratio:.1f}x one token, and this tree should "
-                f"yield {self.tokens_per_step:.2f} tokens per step: predicted {self.speedup:.2f}x plain decoding.")
+                f"yield {self.tokens_per_step:.2f} tokens per step: predicted {self.speedup:.2f}x plain decoding."
+                + self._depth_note())
+
+    def _depth_note(self) -> str:
+        t = self.tree
+        if t.mode != "gumiho" or t.depth > SERIAL_STEPS:
+            return ""
+        return (f" It stops at depth {t.depth}: with these heads, on this device, the deeper levels the MLP heads "
+                "propose are accepted too rarely to pay for their drafting and verification. The paper tree shows "
+                "them at work.")
 
     def to_dict(self) -> dict:
         d = asdict(self)

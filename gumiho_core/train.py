@@ -177,7 +177,7 @@ def model_card(target, meta: dict, history: list[dict], report: dict | None, ans
 def device_label(target) -> str:
     from .autotree import device_name
 
-    return device_name(target.device)
+    return device_name(target.device).split(", ")[0]  # the thread count is the shipping process's, not training's
 
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
