@@ -131,11 +131,13 @@ def plot(results: dict, path: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(1.6 * len(methods) + 2, 4))
     for i, m in enumerate(methods):
         r = results["methods"][m]
-        ax.bar(i, r["tokens_per_s"], color="#4C78A8" if m not in ("gumiho", "serial") else "#F58518", alpha=0.85)
+        speculative = m in ("gumiho", "serial", "gumiho-traced")
+        ax.bar(i, r["tokens_per_s"], color="#F58518" if speculative else "#4C78A8", alpha=0.85)
         pts = r["per_prompt_tokens_per_s"]
         ax.scatter([i + (j / max(1, len(pts) - 1) - 0.5) * 0.5 for j in range(len(pts))], pts, s=8, color="k",
                    alpha=0.5, zorder=3)
-        ax.text(i, r["tokens_per_s"], f"{r['tokens_per_s']:.1f}", ha="center", va="bottom", fontsize=9)
+        ax.text(i, max([r["tokens_per_s"], *pts]) * 1.02, f"{r['tokens_per_s']:.1f}", ha="center", va="bottom",
+                fontsize=10, fontweight="bold")
     ax.set_xticks(range(len(methods)), methods)
     ax.set_ylabel("tokens / s (bar: total, dots: per prompt)")
     ax.set_title(f"{results['model']} on {results['device']}\n{results['n_prompts']} prompts, "
