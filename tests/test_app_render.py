@@ -546,7 +546,8 @@ def test_every_picture_sets_every_output(app_view):
     each session's copy of the page grow at every step (Gradio 6.31). So no picture leaves one out."""
     models, view = app_view
     user = UserState()
-    frames = list(run_handler(models, view, user, max_new_tokens=4, fast=False))
+    frames = list(run_handler(models, view, user, max_new_tokens=12, fast=False))
+    assert len(user.run.records) >= 3  # several animated steps, not only the first picture
     assert len(frames) > 8 and all(set(f) == set(view.outputs) for f in frames)
 
 
