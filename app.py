@@ -2,7 +2,8 @@
 
 Every option can also come from an environment variable (a Hugging Face Space sets them in its settings):
 GUMIHO_TARGET, GUMIHO_DRAFT, GUMIHO_DEVICE, GUMIHO_DTYPE, GUMIHO_DEVICE_MAP (auto), GUMIHO_TRUST_REMOTE_CODE
-(1 to opt in), GUMIHO_AUTO_TREE (measure, cached, off), GUMIHO_CONCURRENCY. A flag wins over its variable.
+(1 to opt in), GUMIHO_AUTO_TREE (measure, cached, off), GUMIHO_CONCURRENCY, GUMIHO_THREADS. A flag wins over
+its variable.
 Host and port come from GRADIO_SERVER_NAME and GRADIO_SERVER_PORT (Gradio's defaults: 127.0.0.1:7860).
 """
 try:  # on a ZeroGPU Space, `spaces` must be imported before torch (it then hands out GPUs per call)
@@ -15,7 +16,7 @@ import logging
 import os
 import sys
 
-from app.runner import AUTO_TREE_POLICIES, DEFAULT_MAX_PROMPT_TOKENS, Models
+from app.runner import AUTO_TREE_POLICIES, DEFAULT_MAX_PROMPT_TOKENS, Models, set_threads
 from app.ui import build_demo, launch_options
 from gumiho_core import GumihoError
 
@@ -49,6 +50,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=int(_env("CONCURRENCY", "4")),
                    help="visitors animating at once; decoding steps always take turns  [GUMIHO_CONCURRENCY]")
     p.add_argument("--max-prompt-tokens", type=int, default=DEFAULT_MAX_PROMPT_TOKENS)
+    p.add_argument("--threads", type=int, default=int(_env("THREADS", "0")),
+                   help="CPU threads for the models; 0 (default): all cores but one, which the browser and the "
+                        "server need while a run animates  [GUMIHO_THREADS]")
     return p.parse_args(argv)
 
 
@@ -57,6 +61,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     zero = _zero_gpu()
     try:
+        logging.getLogger("app").info("%d CPU threads for the models", set_threads(args.threads))
         models = Models(args.target, args.draft, "cuda" if zero and args.device == "auto" else args.device,
                         args.max_prompt_tokens, dtype=None if args.dtype == "auto" else args.dtype,
                         device_map=args.device_map, trust_remote_code=args.trust_remote_code,

@@ -167,10 +167,11 @@ def model_card(target, meta: dict, history: list[dict], report: dict | None, ans
                   "|---|---|" + "---|" * 7]
         for method in ("gumiho", "serial"):
             r = report[method]
-            lines.append(f"| {method} | {r['mean_accept_len']:.2f} | "
-                         + " | ".join("-" if x != x else f"{x:.2f}" for x in r["per_depth"]) + " |")  # nan: depth never reached
+            rates = ("-" if x != x else f"{x:.2f}" for x in r["per_depth"])  # nan: that depth was never reached
+            lines.append(f"| {method} | {r['mean_accept_len']:.2f} | " + " | ".join(rates) + " |")
         lines += ["", "Depth d's rate is P(the accepted path reaches depth d | it reached depth d-1). Measure with "
-                  f"`python -m gumiho_core.train evaluate --draft assets/smollm2-135m-instruct-gumiho --eval-n {report['prompts']}` "
+                  "`python -m gumiho_core.train evaluate --draft assets/smollm2-135m-instruct-gumiho "
+                  f"--eval-n {report['prompts']}` "
                   "(deterministic at temperature 0). The deepest rates rest on few steps.", ""]
     return "\n".join(lines)
 
