@@ -131,7 +131,11 @@ def test_stop_frees_a_worker_within_one_step(app):
     for job in jobs[1:]:
         job.cancel()
     assert finished(waiting.result(timeout=RESULT_TIMEOUT_S))[1] >= 1
-    assert started <= 2 * step_s + 1.0, f"Stop freed the worker after {started:.2f} s (one step: {step_s:.2f} s)"
+    # Besides the step that was running, Stop costs fixed round trips (the cancel, the /stop call, the queue
+    # handing the worker over, the new run's prefill and first picture): 1.45 s measured here with 4 busy
+    # clients on 2 cores and 0.05 s steps. A worker that Stop did not free would keep the queued client
+    # waiting for a whole 400-token run (hundreds of steps), far beyond this bound.
+    assert started <= 2 * step_s + 2.5, f"Stop freed the worker after {started:.2f} s (one step: {step_s:.2f} s)"
 
 
 def _short_runs(url: str, n: int) -> None:
