@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 VERSION = 2  # 2: the target's packed CPU layers change the costs
 TOP_K_GRID = (1, 2, 3, 4, 6, 8, 10)
 NODES_GRID = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
-SERIAL_STEPS = 2  # depths the serial stack drafts in gumiho mode (DrafterConfig.serial_steps)
 BEAM = 10  # mlp_topk and pruning of every candidate (and of the calibration tree)
 CALIBRATION_TREE = TreeConfig(top_k=max(TOP_K_GRID), mlp_topk=BEAM, pruning=BEAM, total_tokens=max(NODES_GRID))
 CALIBRATION_PROMPTS = (
@@ -57,6 +56,7 @@ class TreeChoice:
     alternatives: list = field(default_factory=list)  # runner-up candidates, best first
     device: str = ""
     calibration_steps: int = 0
+    serial_steps: int = 2  # the drafter's (DrafterConfig.serial_steps): depths beyond it are the MLP heads'
 
     @property
     def tokens_per_s(self) -> float:
@@ -77,7 +77,7 @@ class TreeChoice:
 
     def _depth_note(self) -> str:
         t = self.tree
-        if t.mode != "gumiho" or t.depth > SERIAL_STEPS:
+        if t.mode != "gumiho" or t.depth > self.serial_steps:
             return ""
         return (f" It stops at depth {t.depth}: with these heads, on this device, the deeper levels the MLP heads "
                 "propose are accepted too rarely to pay for their drafting and verification. The paper tree shows "
@@ -202,7 +202,7 @@ def _fingerprint(target: Target, drafter: GumihoDrafter, mode: str) -> str:
     w = drafter.fc.weight.detach().float().flatten()[:4096].cpu().numpy().tobytes()
     raw = json.dumps([VERSION, device_name(target.device), target.name, str(target.dtype), mode,
                       hashlib.sha1(w).hexdigest(), drafter.shared.lm_head.shape[0],
-                      getattr(target, "packed_linears", 0) > 0])
+                      target.packed_linears > 0])
     return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
@@ -278,4 +278,4 @@ def _best(steps, mode, serial_steps, verify_s, draft_s, commit_s, ar_s, device) 
 
     alternatives = [{"tree": cfg(r).to_dict(), "tokens_per_step": round(r[1], 3), "step_s": round(r[2], 5),
                      "tokens_per_s": round(r[0], 2)} for r in scored[1:6]]
-    return TreeChoice(cfg(best), best[1], best[2], ar_s, verify_s, alternatives, device, len(steps))
+    return TreeChoice(cfg(best), best[1], best[2], ar_s, verify_s, alternatives, device, len(steps), serial_steps)

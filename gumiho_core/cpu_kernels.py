@@ -3,8 +3,9 @@
 A stock `nn.Linear` on a CPU hands every call to a BLAS that re-packs the weight for each matmul.
 For one token that path is a matrix-vector product and cheap enough; for the 2-64 tokens of a draft
 tree it costs a full re-pack of every weight, so verifying 2 tokens took 1.6x one token on the
-project's 2-core CPU (SmolLM2-135M: 62 ms for 1 token, 97 ms for 2). oneDNN with weights packed at
-load time does 1 token in 40 ms and 8 tokens in 45 ms (scratch measurement, same machine, same run).
+project's 2-core CPU (SmolLM2-135M at a 115-token context: 62 ms for 1 token, 97 ms for 2). oneDNN with
+weights packed at load time does 1 token in 40 ms and 8 tokens in 45 ms. The auto tree's measurement
+(autotree.measure_verify, cached per device) records this curve; GUMIHO_CPU_KERNELS=0 gives the stock one.
 
 `pack_linears(model)` gives each CPU fp32 `nn.Linear` of the model a packed copy of its weight and a
 forward that uses it. The module's own weight stays (the embedding may be tied to it, and the

@@ -17,6 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
+from safetensors import safe_open
 from tqdm import tqdm
 
 from .errors import GumihoError
@@ -118,9 +119,7 @@ def cmd_ship(args, target) -> None:
     report = json.loads(evaluation.read_text()) if evaluation.is_file() else None
     answers = workdir_for(args) / "answers.jsonl"
     features = json.loads((workdir_for(args) / "features" / "meta.json").read_text())
-    from safetensors import safe_open
-
-    with safe_open(dest / "model.safetensors", "pt") as f:
+    with safe_open(dest / "model.safetensors", "pt") as f:  # the heads' own vocabulary, as shipped
         draft_vocab = f.get_slice("draft_vocab").get_shape()[0] if "draft_vocab" in f.keys() else target.vocab_size
     (dest / "README.md").write_text(model_card(target, json.loads((dest / "config.json").read_text()), history,
                                                report, answers, features["conversations"], args.recipe, draft_vocab))

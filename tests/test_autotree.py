@@ -70,3 +70,14 @@ def test_choose_tree_measures_and_caches(setup, tmp_path, monkeypatch):
     assert again.to_dict() == choice.to_dict()
     run = generate(start("gumiho", target, [5, 6, 7], DecodeConfig(max_new_tokens=10), choice.tree, drafter))
     assert run.new_tokens == 10
+
+
+@pytest.mark.parametrize("mode,depth,serial_steps,says", [("gumiho", 1, 2, True), ("gumiho", 2, 2, True),
+                                                         ("gumiho", 3, 2, False), ("gumiho", 3, 3, True),
+                                                         ("serial", 1, 2, False)])
+def test_summary_says_when_the_mlp_heads_are_left_out(mode, depth, serial_steps, says):
+    from gumiho_core import TreeChoice
+
+    choice = TreeChoice(TreeConfig(mode=mode, top_k=4, total_tokens=5, depth=depth), 1.5, 0.05, 0.04,
+                        {"5": 0.045}, serial_steps=serial_steps)
+    assert ("the deeper levels the MLP heads propose" in choice.summary()) == says
