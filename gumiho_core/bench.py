@@ -158,7 +158,7 @@ def trees_for(args, methods, target, drafter) -> tuple[dict, dict]:
 
 
 def bench(args) -> dict:
-    from .data import read_jsonl
+    from .jsonl import read_jsonl
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     bad = [m for m in methods if m not in ALL_METHODS + ("gumiho-traced",)]

@@ -7,9 +7,9 @@ import torch.nn.functional as F
 
 from gumiho_core import DecodeConfig, GumihoError, TreeConfig, generate, start
 from gumiho_core.acceptance import Acceptance
-from gumiho_core.data import batch_generate, extract_features, load_features, read_jsonl
-from gumiho_core.objective import LossWeights, collate, gumiho_loss
-from gumiho_core.trainer import TrainConfig, Trainer, new_drafter
+from gumiho_core.training.data import batch_generate, extract_features, load_features, read_jsonl
+from gumiho_core.training.objective import LossWeights, collate, gumiho_loss
+from gumiho_core.training.trainer import TrainConfig, Trainer, new_drafter
 from tiny import tiny_target
 
 
@@ -106,7 +106,7 @@ def test_resume_with_other_settings_is_refused(target, features, tmp_path):
 
 
 def test_draft_vocabulary_keeps_frequent_and_end_tokens(target, features, tmp_path):
-    from gumiho_core.trainer import choose_draft_vocab
+    from gumiho_core.training.trainer import choose_draft_vocab
 
     with_eos = tiny_target(seed=11, vocab=61, hidden=48, heads=4, kv_heads=2, eos=60)
     vocab = choose_draft_vocab(features, 20, with_eos)

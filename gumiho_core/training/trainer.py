@@ -14,10 +14,10 @@ import torch
 from tqdm import tqdm
 
 from .data import Sequence, split
-from .drafter import DrafterConfig, GumihoDrafter, SharedWeights, save_drafter
-from .errors import GumihoError
+from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, save_drafter
+from ..errors import GumihoError
 from .objective import LossWeights, collate, gumiho_loss, uniform_noise
-from .target import Target
+from ..target import Target
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .drafter import GumihoDrafter
+from ..drafter import GumihoDrafter
 
 
 TOPK_METRIC = 10  # also report whether the target's token is among the drafter's best 10 (what a tree can catch)
