@@ -166,7 +166,7 @@ def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code:
 
 
 # -- drafters ----------------------------------------------------------------------------------
-def _cpu_has_native_bf16() -> bool:
+def cpu_has_native_bf16() -> bool:
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -183,7 +183,7 @@ def drafter_dtype(target: Target) -> torch.dtype:
     """
     if os.environ.get("GUMIHO_DRAFTER_DTYPE"):
         return resolve_dtype(os.environ["GUMIHO_DRAFTER_DTYPE"], target.device)
-    if target.device.type == "cpu" and target.dtype == torch.float32 and _cpu_has_native_bf16():
+    if target.device.type == "cpu" and target.dtype == torch.float32 and cpu_has_native_bf16():
         return torch.bfloat16
     return target.dtype
 

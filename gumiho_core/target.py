@@ -79,5 +79,16 @@ class Target:
                         cache=cache, use_cache=True)
         return out.last_hidden_state[0]
 
+    def forward_batch(self, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, cache) -> torch.Tensor:
+        """Rows of tokens at once: ids/positions [B, T], allowed [B, 1, T, S] bool -> features [B, T, H].
+
+        `cache`: None, or any object with the `update` of HF attention layers (training data uses a SlotCache).
+        """
+        mask = torch.zeros(allowed.shape, dtype=self.dtype, device=allowed.device)
+        mask.masked_fill_(~allowed, torch.finfo(self.dtype).min)
+        out = self.base(input_ids=ids, position_ids=positions, attention_mask=mask, cache=cache,
+                        use_cache=cache is not None)
+        return out.last_hidden_state
+
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         return self.lm_head(features).float()  # [T, V]

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from safetensors import safe_open
@@ -22,10 +25,13 @@ from tqdm import tqdm
 
 from ..errors import GumihoError
 from ..generate import model_args, quiet_transformers
+from ..jsonl import read_jsonl
 from ..models import ASSETS, cache_dir
+from .distill import DistillConfig as DistillDefaults
 from .trainer import TrainConfig as TrainDefaults
 
 HELDOUT = ASSETS.parent / "prompts" / "heldout.jsonl"
+DEFAULT_CORPUS = ASSETS.parent / "data" / "smollm2-135m-instruct"
 
 log = logging.getLogger(__name__)
 
@@ -37,24 +43,86 @@ def workdir_for(args) -> Path:
     return cache_dir() / "train" / name
 
 
-def cmd_generate_data(args, target) -> None:
-    from .data import TRAIN_PROMPTS, generate_answers, parse_modes, read_jsonl
-
-    prompts = read_jsonl(args.prompts or TRAIN_PROMPTS, required=("prompt",))
-    out = generate_answers(target, prompts, workdir_for(args) / "answers.jsonl", parse_modes(args.modes),
-                           batch_size=args.batch_size, max_new_tokens=args.max_answer_tokens, seed=args.seed)
-    log.info("answers in %s", out)
+def corpus_dir_for(args) -> Path:
+    """Where the answers (token ids) live: in the repository for the default target, so they are committed."""
+    if args.corpus:
+        return Path(args.corpus).expanduser()
+    return DEFAULT_CORPUS if args.target == "default" else workdir_for(args) / "corpus"
 
 
-def cmd_extract_features(args, target) -> None:
-    from .data import extract_features, read_jsonl
+def training_prompts(args) -> list[dict]:
+    from .data import TRAIN_PROMPT_FILES
 
-    src = Path(args.conversations) if args.conversations else workdir_for(args) / "answers.jsonl"
-    rows = read_jsonl(src)
-    extract_features(target, rows, workdir_for(args) / "features", max_len=args.max_len)
+    files = [Path(f) for f in args.prompts.split(",")] if args.prompts else [f for f in TRAIN_PROMPT_FILES
+                                                                            if f.is_file()]
+    return [row for f in files for row in read_jsonl(f, required=("prompt",))]
 
 
-def cmd_train(args, target) -> None:
+def cmd_generate_data(args, models) -> None:
+    from .data import parse_modes
+    from .distill import DistillConfig, generate_corpus
+
+    workers = data_workers(args)
+    if workers > 1 and args.worker is None:
+        return run_workers(args, workers)
+    worker = int(args.worker.split("/")[0]) if args.worker else 0
+    cfg = DistillConfig(rows=args.rows, max_new_tokens=args.max_answer_tokens, seed=args.seed, worker=worker,
+                        workers=workers)
+    generate_corpus(models.data_target(), training_prompts(args), parse_modes(args.modes), corpus_dir_for(args),
+                    workdir_for(args) / "features", cfg)
+
+
+def data_workers(args) -> int:
+    """Processes that make data side by side: one per CPU core (each with one thread), one on a GPU."""
+    from ..models import resolve_device
+
+    if args.worker:
+        return int(args.worker.split("/")[1])
+    if args.workers != "auto":
+        return int(args.workers)
+    return 1 if resolve_device(args.device).type == "cuda" else max(1, os.cpu_count() or 1)
+
+
+def run_workers(args, workers: int) -> None:
+    """One single-threaded process per worker: a busy core slows one of them, not every matmul of all of them.
+
+    (With one process of n threads, each parallel matmul waits for its slowest thread: on a 2-core machine
+    with another job running, 2 threads made data 7x slower than 1.)
+    """
+    from .corpus import read_corpus
+
+    corpus = corpus_dir_for(args)
+    before = sum(len(c.answer_ids) for c in read_corpus(corpus)) if corpus.is_dir() else 0
+    t0 = time.perf_counter()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    argv = [a for a in sys.argv[1:] if a != "all"] if args.command == "all" else sys.argv[1:]
+    if args.command == "all":
+        argv = ["generate-data"] + argv
+    procs = [subprocess.Popen([sys.executable, "-m", "gumiho_core.train", *argv, "--worker", f"{k}/{workers}"],
+                              env=env) for k in range(workers)]
+    codes = [p.wait() for p in procs]
+    if any(codes):
+        raise GumihoError(f"a data worker failed (exit codes {codes}); run the command again to resume")
+    made = sum(len(c.answer_ids) for c in read_corpus(corpus)) - before
+    seconds = time.perf_counter() - t0
+    log.info("%d workers made %d answer tokens in %.0f s: %.0f answer tokens/s", workers, made, seconds,
+             made / max(seconds, 1e-9))
+
+
+def cmd_extract_features(args, models) -> None:
+    from .data import extract_features
+    from .distill import extract_part_features
+
+    if args.conversations:
+        extract_features(models.target(), read_jsonl(args.conversations), workdir_for(args) / "features-own",
+                         max_len=args.max_len)
+        return
+    made = extract_part_features(models.data_target(), corpus_dir_for(args), workdir_for(args) / "features")
+    log.info("features made for %d corpus parts", made)
+
+
+def cmd_train(args, models) -> None:
+    target = models.target()
     from .data import load_features
     from .trainer import Trainer, TrainConfig, plot_history
 
@@ -69,7 +137,8 @@ def cmd_train(args, target) -> None:
     log.info("drafter in %s, loss curve %s", workdir_for(args) / "run" / "drafter", png)
 
 
-def cmd_evaluate(args, target) -> None:
+def cmd_evaluate(args, models) -> None:
+    target = models.target()
     import json
 
     from ..acceptance import Acceptance
@@ -98,8 +167,9 @@ def cmd_evaluate(args, target) -> None:
     print(json.dumps(report))
 
 
-def cmd_ship(args, target) -> None:
+def cmd_ship(args, models) -> None:
     """Copy the trained heads into assets/ with a model card (data, steps, time, loss curve, acceptance)."""
+    target = models.target()
     import json
     import shutil
 
@@ -182,9 +252,17 @@ def device_label(target) -> str:
 
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--prompts", help="JSONL of {\"prompt\": ...} (default: the project's training prompts)")
-    p.add_argument("--modes", default="greedy", help="answers per prompt: greedy and/or t<temperature>")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--prompts", help="comma-separated JSONL files of {\"prompt\": ...} (default: the project's "
+                   "training prompts, prompts/train*.jsonl)")
+    p.add_argument("--modes", default="greedy,t0.7,t1.0", help="answers per prompt: greedy and/or t<temperature>")
+    p.add_argument("--rows", type=int, default=DistillDefaults.rows, help="answers generated at once, per worker")
+    p.add_argument("--workers", default="auto", help="processes making data side by side (auto: one per CPU core, "
+                   "one on a GPU)")
+    p.add_argument("--worker", help=argparse.SUPPRESS)  # k/N: set by generate-data for its worker processes
+    p.add_argument("--corpus", help="folder of answer parts (default: data/smollm2-135m-instruct for the default "
+                   "target, <workdir>/corpus otherwise)")
+    p.add_argument("--data-dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+                   help="the target's precision for making data (auto: bf16 on CPUs with native bf16 or a GPU)")
     p.add_argument("--max-answer-tokens", type=int, default=320)
     p.add_argument("--conversations", help="your own JSONL of conversations instead of generated answers")
     p.add_argument("--max-len", type=int, default=1024, help="tokens kept per conversation")
@@ -217,6 +295,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Models:
+    """The target, loaded once per precision when a command first needs it."""
+
+    def __init__(self, args):
+        self.args, self._loaded = args, {}
+
+    def target(self, dtype: str | None = None):
+        from ..models import load_target
+
+        dtype = dtype or ("float32" if self.args.dtype == "auto" else self.args.dtype)
+        if dtype not in self._loaded:
+            self._loaded[dtype] = load_target(self.args.target, device=self.args.device, dtype=dtype)
+        return self._loaded[dtype]
+
+    def data_target(self):
+        """The target for making data: bf16 where matmuls have it natively (AMX/AVX512-BF16 or a GPU)."""
+        from ..models import cpu_has_native_bf16, resolve_device
+
+        choice = self.args.data_dtype
+        if choice == "auto":
+            fast = resolve_device(self.args.device).type == "cuda" or cpu_has_native_bf16()
+            choice = "bfloat16" if fast else "float32"
+        return self.target(choice)
+
+
 COMMANDS = {"generate-data": cmd_generate_data, "extract-features": cmd_extract_features, "train": cmd_train,
             "evaluate": cmd_evaluate, "ship": cmd_ship}
 
@@ -226,13 +329,11 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_transformers()
     try:
-        from ..models import load_target
-
-        target = load_target(args.target, device=args.device, dtype="float32" if args.dtype == "auto" else args.dtype)
+        models = Models(args)
         steps = [c for c in COMMANDS if c != "ship"] if args.command == "all" else [args.command]
         for name in steps:
             log.info("== %s", name)
-            COMMANDS[name](args, target)
+            COMMANDS[name](args, models)
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

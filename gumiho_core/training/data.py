@@ -24,7 +24,9 @@ from ..target import Target
 from ..text import encode_prompt
 
 log = logging.getLogger(__name__)
-TRAIN_PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "train.jsonl"
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+TRAIN_PROMPTS = PROMPTS_DIR / "train.jsonl"  # written by hand
+TRAIN_PROMPT_FILES = (TRAIN_PROMPTS, PROMPTS_DIR / "train_generated.jsonl")  # the second: written by the target
 
 
 # -- 1. answers --------------------------------------------------------------------------------

@@ -1,0 +1,99 @@
+"""The training-data pipeline: continuous batching equals plain decoding, parts round-trip, runs resume."""
+import numpy as np
+import pytest
+import torch
+
+from gumiho_core import DecodeConfig, generate, start
+from gumiho_core.training.corpus import Conversation, read_corpus, read_part, write_part
+from gumiho_core.training.data import parse_modes
+from gumiho_core.training.distill import DistillConfig, batched_features, extract_part_features, generate_corpus
+from gumiho_core.training.sampler import BatchSampler, Request
+from tiny import tiny_target
+
+
+def _prompts(n, seed=1, vocab=97):
+    g = torch.Generator().manual_seed(seed)
+    return [tuple(torch.randint(6, vocab, (int(torch.randint(1, 12, (), generator=g)),), generator=g).tolist())
+            for _ in range(n)]
+
+
+def _plain(target, prompt, max_new):
+    return list(generate(start("ar", target, list(prompt), DecodeConfig(max_new_tokens=max_new))).token_ids)
+
+
+def test_continuous_batching_equals_plain_greedy_and_records_true_features():
+    target = tiny_target(eos=5, scale=3.0)
+    sampler = BatchSampler(target, rows=4, max_new_tokens=30, max_prompt=12, generator=torch.Generator())
+    sampler.cache.slots = 60  # few slots: the run must compact the cache many times
+    answers = list(sampler.run(Request(i, p, 0.0) for i, p in enumerate(_prompts(23))))
+    assert sorted(a.key for a in answers) == list(range(23))
+    lengths = {len(a.answer_ids) for a in answers}
+    assert len(lengths) > 1, "the prompts should end at different steps (rows refilled mid-run)"
+    for a in answers:
+        assert list(a.answer_ids) == _plain(target, a.prompt_ids, 30), f"request {a.key}"
+        ids = torch.tensor(list(a.prompt_ids) + list(a.answer_ids))
+        fresh = target.forward(ids, torch.arange(len(ids)), None, target.new_cache())  # [T, H]
+        assert a.features.shape == fresh.shape
+        torch.testing.assert_close(a.features.float(), fresh.half().float(), atol=2e-3, rtol=1e-2)
+
+
+def test_sampling_rows_draw_from_the_target_distribution():
+    """One-token answers at T=1 from a single prompt: the empirical first-token law matches softmax(logits)."""
+    target = tiny_target(eos=None, vocab=11, scale=0.5)
+    prompt = (3, 7, 2)
+    sampler = BatchSampler(target, rows=8, max_new_tokens=1, max_prompt=3, generator=torch.Generator().manual_seed(0),
+                           record_features=False)
+    draws = [a.answer_ids[0] for a in sampler.run(Request(i, prompt, 1.0) for i in range(4000))]
+    feats = target.forward(torch.tensor(prompt), torch.arange(3), None, target.new_cache())
+    p = torch.softmax(target.logits(feats[-1:])[0], -1).detach().numpy()
+    freq = np.bincount(draws, minlength=11) / len(draws)
+    assert np.abs(freq - p).max() < 0.03, (freq.round(3), p.round(3))
+
+
+def test_corpus_part_round_trip_and_uint16_guard(tmp_path):
+    rows = [Conversation("abc", "greedy", (1, 2, 3), (4, 5)), Conversation("def", "t0.7", (9,), (65535, 0))]
+    write_part(tmp_path / "answers-w0-0000.npz", rows, "tiny")
+    assert read_part(tmp_path / "answers-w0-0000.npz") == rows
+    with pytest.raises(Exception, match="uint16"):
+        write_part(tmp_path / "answers-w0-0001.npz", [Conversation("x", "greedy", (70000,), (1,))], "tiny")
+
+
+class _Tok:
+    """The chat template of a tiny target: the prompt text's characters as token ids."""
+    chat_template = None
+
+    def __call__(self, text):
+        return {"input_ids": [6 + ord(c) % 90 for c in text]}
+
+
+def test_generate_corpus_resumes_and_features_are_remade(tmp_path):
+    target = tiny_target(eos=5, scale=3.0)
+    target.tokenizer = _Tok()
+    prompts = [{"prompt": f"question {i}"} for i in range(10)]
+    modes = parse_modes("greedy,t1.0")
+    cfg = DistillConfig(rows=3, max_new_tokens=8, part_size=7)
+    corpus, feats = tmp_path / "corpus", tmp_path / "features"
+    assert generate_corpus(target, prompts[:6], modes, corpus, feats, cfg) == 12
+    assert generate_corpus(target, prompts, modes, corpus, feats, cfg) == 8  # only the new pairs
+    rows = read_corpus(corpus)
+    assert sorted((r.prompt_key, r.mode) for r in rows) == sorted({(r.prompt_key, r.mode) for r in rows})
+    assert len(rows) == 20
+    greedy = [r for r in rows if r.mode == "greedy"]
+    assert all(list(r.answer_ids) == _plain(target, r.prompt_ids, 8) for r in greedy)
+    kept = {p.name: p.read_bytes() for p in feats.iterdir()}
+    for p in feats.iterdir():
+        p.unlink()
+    assert extract_part_features(target, corpus, feats) == len(kept)  # a fresh machine: ids only
+    assert extract_part_features(target, corpus, feats) == 0
+    seqs = [r.ids for r in rows[:5]]
+    again = batched_features(target, seqs, max_batch_tokens=16)
+    for s, f in zip(seqs, again):
+        fresh = target.forward(torch.tensor(s), torch.arange(len(s)), None, target.new_cache())
+        torch.testing.assert_close(f.float(), fresh.half().float(), atol=2e-3, rtol=1e-2)
+
+
+def test_workers_split_the_requests_without_overlap():
+    keys = [(f"{i:012x}", m) for i in range(200) for m in ("greedy", "t0.7")]
+    owners = [[DistillConfig(worker=w, workers=3).mine(k, m) for w in range(3)] for k, m in keys]
+    assert all(sum(o) == 1 for o in owners)
+    assert min(sum(o[w] for o in owners) for w in range(3)) > 100
