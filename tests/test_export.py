@@ -171,3 +171,25 @@ def test_broken_draft_vocabulary_file_is_named(target, exported, tmp_path):
     (tmp_path / "draft_vocab.json").write_text("{")
     with pytest.raises(GumihoError, match="not a draft vocabulary file"):
         load_drafter(str(tmp_path), target)
+
+
+def test_target_embedding_from_a_bin_file_or_shards(target, tmp_path):
+    from safetensors.torch import save_file
+
+    from gumiho_core import GumihoError
+    from gumiho_core.training.export import TARGET_EMBEDDING, target_embedding
+
+    embed = target.shared_weights().embed.clone()
+    (tmp_path / "bin").mkdir()
+    torch.save({TARGET_EMBEDDING: embed, "lm_head.weight": embed}, tmp_path / "bin" / "pytorch_model.bin")
+    (tmp_path / "shards").mkdir()
+    save_file({"lm_head.weight": embed}, str(tmp_path / "shards" / "model-00001-of-00002.safetensors"))
+    save_file({TARGET_EMBEDDING: embed}, str(tmp_path / "shards" / "model-00002-of-00002.safetensors"))
+    weight_map = {"lm_head.weight": "model-00001-of-00002.safetensors",
+                  TARGET_EMBEDDING: "model-00002-of-00002.safetensors"}
+    (tmp_path / "shards" / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    for folder in ("bin", "shards"):
+        assert torch.equal(target_embedding(tmp_path / folder), embed)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GumihoError, match="has no model.safetensors or pytorch_model.bin"):
+        target_embedding(tmp_path / "empty")
