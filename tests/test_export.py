@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import AutoConfig
 
 from gumiho_core import DecodeConfig, TreeConfig, generate, start
@@ -145,6 +146,10 @@ def test_bad_exports_are_refused(pair, tmp_path, capsys):
     (tmp_path / "clash").mkdir()
     (tmp_path / "clash" / "model.safetensors").write_bytes(b"")  # vLLM would load it, not pytorch_model.bin
     save_drafter(random_drafter(tiny_target(seed=0, hidden=32, heads=4, kv_heads=2)), tmp_path / "other")
+    shutil.copytree(pair / "full", tmp_path / "partial")
+    state = load_file(str(tmp_path / "partial" / "model.safetensors"))
+    del state["fc.bias"]
+    save_file(state, str(tmp_path / "partial" / "model.safetensors"))
     out = ["--out", str(tmp_path / "out")]
     cases = [
         (["--draft", str(pair / "full")], "needs --out"),
@@ -152,6 +157,7 @@ def test_bad_exports_are_refused(pair, tmp_path, capsys):
         (["--draft", str(pair / "full"), "--out", str(tmp_path / "clash")], "already holds model.safetensors"),
         (["--draft", str(tmp_path / "nope"), *out], "not heads in this project's format"),
         (["--draft", str(tmp_path / "other"), *out], "belong to another model"),
+        (["--draft", str(tmp_path / "partial"), *out], "missing keys ['fc.bias']"),
     ]
     for extra, message in cases:
         assert main(["export", "--target", str(pair / "target"), *extra]) == 2
@@ -174,8 +180,6 @@ def test_broken_draft_vocabulary_file_is_named(target, exported, tmp_path):
 
 
 def test_target_embedding_from_a_bin_file_or_shards(target, tmp_path):
-    from safetensors.torch import save_file
-
     from gumiho_core import GumihoError
     from gumiho_core.training.export import TARGET_EMBEDDING, target_embedding
 
@@ -193,3 +197,6 @@ def test_target_embedding_from_a_bin_file_or_shards(target, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(GumihoError, match="has no model.safetensors or pytorch_model.bin"):
         target_embedding(tmp_path / "empty")
+    (tmp_path / "bin" / "pytorch_model.bin").write_bytes(b"not a checkpoint")
+    with pytest.raises(GumihoError, match="not a readable checkpoint"):
+        target_embedding(tmp_path / "bin")

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +29,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
-from ..drafter import DRAFT_VOCAB_FILE, FORMAT, DrafterConfig, write_draft_vocab
+from ..drafter import (DRAFT_VOCAB_FILE, FORMAT, DrafterConfig, GumihoDrafter, SharedWeights, load_state,
+                       write_draft_vocab)
 from ..errors import GumihoError
 from ..models import DEFAULT, ensure_default_model
 
@@ -64,6 +67,16 @@ def read_ours(folder: Path) -> tuple[dict, DrafterConfig, dict[str, torch.Tensor
     return meta, cfg, state
 
 
+def check_layout(cfg: DrafterConfig, state: dict[str, torch.Tensor], src: Path) -> None:
+    """The tensors are the drafter's, names and shapes (its own loader checks them), using no memory (meta device)."""
+    with torch.device("meta"):
+        empty = torch.empty(cfg.vocab_size, cfg.hidden_size)
+        drafter = GumihoDrafter(cfg, SharedWeights(empty, empty))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a copy into a meta tensor is a no-op, which is the point
+        load_state(drafter, state, str(src))
+
+
 def target_folder(spec: str) -> Path:
     """The local folder of the target: its config.json and weight files are all an export reads."""
     if spec == DEFAULT:
@@ -87,18 +100,23 @@ def _file_holding(folder: Path, key: str) -> Path:
     raise GumihoError(f"target folder {folder} has no {' or '.join(WEIGHT_FILES)} (nor an index of shards)")
 
 
+def _read_tensor(file: Path, key: str) -> torch.Tensor | None:
+    if file.suffix == ".safetensors":
+        with safe_open(str(file), "pt") as f:
+            return f.get_tensor(key) if key in f.keys() else None
+    return torch.load(str(file), map_location="cpu", weights_only=True, mmap=True).get(key)
+
+
 def target_embedding(folder: Path) -> torch.Tensor:
     """The target's input embedding [V, H], read from its weight files without building the model."""
     file = _file_holding(folder, TARGET_EMBEDDING)
-    if file.suffix == ".safetensors":
-        with safe_open(str(file), "pt") as f:
-            if TARGET_EMBEDDING in f.keys():
-                return f.get_tensor(TARGET_EMBEDDING)
-    else:
-        state = torch.load(str(file), map_location="cpu", weights_only=True, mmap=True)
-        if TARGET_EMBEDDING in state:
-            return state[TARGET_EMBEDDING]
-    raise GumihoError(f"{file} holds no {TARGET_EMBEDDING}: not a LLaMA-family checkpoint")
+    try:
+        embed = _read_tensor(file, TARGET_EMBEDDING)
+    except (OSError, RuntimeError, SafetensorError, pickle.UnpicklingError) as e:
+        raise GumihoError(f"{file}: not a readable checkpoint ({type(e).__name__}: {e})") from None
+    if embed is None:
+        raise GumihoError(f"{file} holds no {TARGET_EMBEDDING}: not a LLaMA-family checkpoint")
+    return embed
 
 
 def rope_fields(rope: dict) -> tuple[float, dict | None]:
@@ -163,6 +181,7 @@ def export_official(draft: str | Path, target: str, out: str | Path) -> Exported
     """Write heads in this project's format (folder `draft`) into `out` in the authors' published layout."""
     src, out = Path(draft).expanduser(), Path(out).expanduser()
     meta, cfg, ours = read_ours(src)
+    check_layout(cfg, ours, src)
     folder = target_folder(target)
     embed = target_embedding(folder)
     _check_fits(cfg, embed, src, folder)
