@@ -259,3 +259,29 @@ def load_state(drafter: GumihoDrafter, state: dict[str, torch.Tensor], source: s
             raise GumihoError(f"{source}: {k} has shape {tuple(v.shape)}, this target needs {tuple(own[k].shape)} "
                               "(the checkpoint belongs to another model)")
     drafter.load_state_dict(state, strict=False)
+
+
+# -- a reduced draft vocabulary beside an official-layout checkpoint (which has no place for it) ----
+DRAFT_VOCAB_FILE = "draft_vocab.json"
+
+
+def write_draft_vocab(file: str | Path, vocab_map: torch.Tensor, vocab_size: int) -> None:
+    """Record the target ids [V'] a drafter proposes from (its lm_head rows), for read_draft_vocab."""
+    meta = {"format": FORMAT, "target_vocab_size": vocab_size, "draft_to_target": vocab_map.tolist()}
+    Path(file).write_text(json.dumps(meta))
+
+
+def read_draft_vocab(file: str | Path, vocab_size: int) -> torch.Tensor:
+    """The target ids [V'] a drafter proposes from, as write_draft_vocab recorded them."""
+    try:
+        meta = json.loads(Path(file).read_text())
+        ids = torch.tensor(meta["draft_to_target"], dtype=torch.long)
+        written_for = meta["target_vocab_size"]
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
+        raise GumihoError(f"{file}: not a draft vocabulary file ({type(e).__name__}: {e})") from None
+    if written_for != vocab_size:
+        raise GumihoError(f"{file}: written for a vocabulary of {written_for}, the target has {vocab_size}")
+    if ids.ndim != 1 or not len(ids) or int(ids.min()) < 0 or int(ids.max()) >= vocab_size \
+            or len(ids.unique()) != len(ids):
+        raise GumihoError(f"{file}: draft_to_target must list distinct target ids in [0, {vocab_size})")
+    return ids

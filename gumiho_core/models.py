@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .drafter import DrafterConfig, GumihoDrafter, SharedWeights, load_state
+from .drafter import DRAFT_VOCAB_FILE, DrafterConfig, GumihoDrafter, SharedWeights, load_state, read_draft_vocab
 from .errors import GumihoError
 from .target import Target
 
@@ -261,6 +261,9 @@ def _load_drafter_path(path: Path, target: Target) -> GumihoDrafter:
         raise GumihoError(f"drafter folder {path} has neither config.json + model.safetensors (ours) "
                           "nor pytorch_model.bin (official layout)")
     state = _safetensors_state(path) if path.suffix == ".safetensors" else _torch_state(path)
+    vocab_file = path.parent / DRAFT_VOCAB_FILE  # heads with a reduced vocabulary, exported (training/export.py)
+    if vocab_file.is_file() and "draft_vocab" not in state:
+        state["draft_vocab"] = read_draft_vocab(vocab_file, target.vocab_size)
     heads = {int(k.split(".")[1]) for k in state if k.startswith("mlp.") and k.split(".")[1].isdigit()}
     cfg = DrafterConfig.from_target(target.config, mlp_heads=len(heads))
     return _build(cfg, state, target, str(path))

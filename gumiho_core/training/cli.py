@@ -6,6 +6,7 @@
     python -m gumiho_core.train train                # the paper's objective, resumable
     python -m gumiho_core.train evaluate             # acceptance on held-out prompts (gumiho and serial)
     python -m gumiho_core.train ship                 # copy the heads to assets/ with a model card
+    python -m gumiho_core.train export --out DIR     # the heads in the authors' layout (their code, vLLM)
 
 Every step reads and writes under --workdir (default ~/.cache/gumiho/train/<target>); the
 defaults reproduce the heads shipped in assets/.
@@ -196,6 +197,29 @@ def cmd_ship(args, models) -> None:
     log.info("shipped to %s", dest)
 
 
+def cmd_export(args, models) -> None:
+    """Write the heads in the authors' published layout; reads the target's files, never loads the model."""
+    from .export import export_official
+
+    if not args.out:
+        raise GumihoError("export needs --out, the folder to write the official layout into")
+    draft = args.draft if args.draft != "default" else str(trained_heads(args))
+    done = export_official(draft, args.target, args.out)
+    log.info("exported %s to %s: %d tensors, %.1f MB", draft, done.folder, done.tensors, done.weights_bytes / 2**20)
+
+
+def trained_heads(args) -> Path:
+    """--draft default: the heads trained in --workdir, else the shipped ones (default target)."""
+    from ..models import DEFAULT_DRAFTER
+
+    run = workdir_for(args) / "run" / "drafter"
+    if run.is_dir():
+        return run
+    if args.target == "default":
+        return DEFAULT_DRAFTER
+    raise GumihoError(f"no trained heads in {run}; pass --draft")
+
+
 def model_card(target, meta: dict, history: list[dict], report: dict | None, answers: Path,
                conversations: int, recipe: str, draft_vocab: int) -> str:
     from collections import Counter
@@ -279,6 +303,7 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     e.add_argument("--eval-tokens", type=int, default=128, help="new tokens per prompt")
     e.add_argument("--eval-out", help="where to write the JSON report (default: <workdir>/evaluation.json)")
     p.add_argument("--ship-to", help="ship: destination folder (default: assets/smollm2-135m-instruct-gumiho)")
+    p.add_argument("--out", help="export: the folder to write the authors' layout into")
     p.add_argument("--recipe", default="`python -m gumiho_core.train all` (the defaults)",
                    help="ship: how the heads were trained, as the model card should say it")
 
@@ -286,7 +311,8 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gumiho_core.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["generate-data", "extract-features", "train", "evaluate", "ship", "all"])
+    p.add_argument("command", choices=["generate-data", "extract-features", "train", "evaluate", "ship", "export",
+                                       "all"])
     p.add_argument("--workdir", help="where data, features and checkpoints go")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-v", "--verbose", action="store_true")
@@ -321,7 +347,7 @@ class Models:
 
 
 COMMANDS = {"generate-data": cmd_generate_data, "extract-features": cmd_extract_features, "train": cmd_train,
-            "evaluate": cmd_evaluate, "ship": cmd_ship}
+            "evaluate": cmd_evaluate, "ship": cmd_ship, "export": cmd_export}
 
 
 def main(argv=None) -> int:
@@ -330,7 +356,7 @@ def main(argv=None) -> int:
     quiet_transformers()
     try:
         models = Models(args)
-        steps = [c for c in COMMANDS if c != "ship"] if args.command == "all" else [args.command]
+        steps = [c for c in COMMANDS if c not in ("ship", "export")] if args.command == "all" else [args.command]
         for name in steps:
             log.info("== %s", name)
             COMMANDS[name](args, models)
