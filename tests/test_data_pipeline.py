@@ -97,3 +97,44 @@ def test_workers_split_the_requests_without_overlap():
     owners = [[DistillConfig(worker=w, workers=3).mine(k, m) for w in range(3)] for k, m in keys]
     assert all(sum(o) == 1 for o in owners)
     assert min(sum(o[w] for o in owners) for w in range(3)) > 100
+
+
+# -- training prompts ---------------------------------------------------------------------------
+from pathlib import Path  # noqa: E402
+
+from gumiho_core.jsonl import read_jsonl  # noqa: E402
+from gumiho_core.training.prompts import DedupIndex, keep_new, passage_in, questions_in  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_questions_and_passages_are_parsed_from_what_the_target_wrote():
+    text = " What is a volcano?\n2. How do volcanoes form.\n3. **Why do some volcanoes sleep for centuries?**\nok?"
+    assert questions_in(text) == ["What is a volcano?", "Why do some volcanoes sleep for centuries?"]
+    long = "The farmer waited. " * 15 + "Then rain came, and the wheat"
+    assert passage_in(long).endswith("waited.") and passage_in("Too short.") is None
+
+
+def test_near_copies_of_evaluation_prompts_never_become_training_prompts():
+    held = ["Why does the ocean taste salty?", "Compose a light-hearted eulogy for a goldfish named Bubbles."]
+    cands = [{"prompt": "Why does the ocean taste so salty?", "source": "target-question"},
+             {"prompt": "Compose a light-hearted eulogy for a goldfish named Bubbles who was six.", "source": "template"},
+             {"prompt": "Why does the sea look blue on sunny days?", "source": "target-question"},
+             {"prompt": "Why does the sea look blue on sunny days??", "source": "target-question"},
+             {"prompt": "Write a haiku about pets.", "source": "template"},
+             {"prompt": "Write a haiku about sleep.", "source": "template"}]
+    kept = [r["prompt"] for r in keep_new(cands, known=[], excluded=held)]
+    assert kept == ["Why does the sea look blue on sunny days?", "Write a haiku about pets.",
+                    "Write a haiku about sleep."]
+
+
+def test_the_training_prompt_files_hold_no_near_copy_of_an_evaluation_prompt():
+    banned = DedupIndex()
+    for name in ("heldout.jsonl", "mtbench_style.jsonl"):
+        for row in read_jsonl(ROOT / "prompts" / name, required=("prompt",)):
+            banned.add(row["prompt"])
+    files = [f for f in (ROOT / "prompts" / "train.jsonl", ROOT / "prompts" / "train_generated.jsonl") if f.is_file()]
+    rows = [r for f in files for r in read_jsonl(f, required=("prompt",))]
+    assert len(rows) >= 694
+    leaks = [r["prompt"] for r in rows if banned.near(r["prompt"])]
+    assert not leaks, leaks[:3]

@@ -33,6 +33,8 @@ from .trainer import TrainConfig as TrainDefaults
 
 HELDOUT = ASSETS.parent / "prompts" / "heldout.jsonl"
 DEFAULT_CORPUS = ASSETS.parent / "data" / "smollm2-135m-instruct"
+TRAIN_PROMPTS_HAND = ASSETS.parent / "prompts" / "train.jsonl"
+EVALUATION_PROMPTS = (HELDOUT, ASSETS.parent / "prompts" / "mtbench_style.jsonl")  # never training data
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,26 @@ def training_prompts(args) -> list[dict]:
     files = [Path(f) for f in args.prompts.split(",")] if args.prompts else [f for f in TRAIN_PROMPT_FILES
                                                                             if f.is_file()]
     return [row for f in files for row in read_jsonl(f, required=("prompt",))]
+
+
+def cmd_make_prompts(args, models) -> None:
+    """Write prompts/train_generated.jsonl: template tasks over seed topics, and questions and passages the
+    target writes; near-copies of each other, of prompts/train.jsonl and of the evaluation prompts are dropped."""
+    import json
+
+    from . import prompts as P
+    from .data import PROMPTS_DIR, TRAIN_PROMPT_FILES
+
+    topics = json.loads((PROMPTS_DIR / "seed_topics.json").read_text())
+    target, rows = models.data_target(), args.rows
+    candidates = (P.template_prompts(topics) + P.written_questions(target, topics, 2, args.seed, rows)
+                  + P.passage_prompts(target, topics, 4, args.seed, rows))
+    known = [r["prompt"] for r in read_jsonl(TRAIN_PROMPTS_HAND, required=("prompt",))]
+    excluded = [r["prompt"] for f in EVALUATION_PROMPTS for r in read_jsonl(f, required=("prompt",))]
+    kept = P.keep_new(candidates, known, excluded)
+    out = TRAIN_PROMPT_FILES[1]
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
+    log.info("%d candidates, %d new prompts kept in %s", len(candidates), len(kept), out)
 
 
 def cmd_generate_data(args, models) -> None:
@@ -311,7 +333,7 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gumiho_core.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["generate-data", "extract-features", "train", "evaluate", "ship", "export",
+    p.add_argument("command", choices=["make-prompts", "generate-data", "extract-features", "train", "evaluate", "ship", "export",
                                        "all"])
     p.add_argument("--workdir", help="where data, features and checkpoints go")
     p.add_argument("--seed", type=int, default=0)
@@ -346,7 +368,7 @@ class Models:
         return self.target(choice)
 
 
-COMMANDS = {"generate-data": cmd_generate_data, "extract-features": cmd_extract_features, "train": cmd_train,
+COMMANDS = {"make-prompts": cmd_make_prompts, "generate-data": cmd_generate_data, "extract-features": cmd_extract_features, "train": cmd_train,
             "evaluate": cmd_evaluate, "ship": cmd_ship, "export": cmd_export}
 
 
@@ -356,7 +378,8 @@ def main(argv=None) -> int:
     quiet_transformers()
     try:
         models = Models(args)
-        steps = [c for c in COMMANDS if c not in ("ship", "export")] if args.command == "all" else [args.command]
+        steps = [c for c in COMMANDS if c not in ("make-prompts", "ship", "export")] if args.command == "all" \
+            else [args.command]
         for name in steps:
             log.info("== %s", name)
             COMMANDS[name](args, models)
