@@ -5,7 +5,7 @@ import torch
 
 from gumiho_core import DecodeConfig, generate, start
 from gumiho_core.training.corpus import Conversation, read_corpus, read_part, write_part
-from gumiho_core.training.data import parse_modes
+from gumiho_core.training.distill import parse_modes
 from gumiho_core.training.distill import DistillConfig, batched_features, extract_part_features, generate_corpus
 from gumiho_core.training.sampler import BatchSampler, Request
 from tiny import tiny_target

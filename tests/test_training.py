@@ -7,7 +7,8 @@ import torch.nn.functional as F
 
 from gumiho_core import DecodeConfig, GumihoError, TreeConfig, generate, start
 from gumiho_core.acceptance import Acceptance
-from gumiho_core.training.data import batch_generate, extract_features, load_features, read_jsonl
+from gumiho_core.training.data import extract_features, load_features, read_jsonl, split
+from gumiho_core.training.sampler import BatchSampler, Request
 from gumiho_core.training.objective import LossWeights, collate, gumiho_loss
 from gumiho_core.training.trainer import TrainConfig, Trainer, new_drafter
 from tiny import tiny_target
@@ -24,11 +25,11 @@ def rows(target):
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 61, (int(torch.randint(3, 9, (1,), generator=g)),), generator=g).tolist()
                for _ in range(48)]
-    out = []
-    for temp in (0.0, 0.8):
-        answers = batch_generate(target, prompts, 48, temp, torch.Generator().manual_seed(1))
-        out += [{"prompt_ids": p, "answer_ids": a} for p, a in zip(prompts, answers)]
-    return out
+    sampler = BatchSampler(target, rows=16, max_new_tokens=48, max_prompt=8, generator=torch.Generator().manual_seed(1),
+                           record_features=False)
+    reqs = [Request((t, i), tuple(p), t) for t in (0.0, 0.8) for i, p in enumerate(prompts)]
+    answers = {a.key: list(a.answer_ids) for a in sampler.run(reqs)}
+    return [{"prompt_ids": p, "answer_ids": answers[(t, i)]} for t in (0.0, 0.8) for i, p in enumerate(prompts)]
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +146,12 @@ def test_feature_extraction_resumes_when_rows_are_added(target, rows, tmp_path):
     assert (tmp_path / "shard_0000.safetensors").stat().st_mtime_ns == first
     seqs = load_features(tmp_path)
     assert [s.ids.tolist() for s in seqs] == [r["prompt_ids"] + r["answer_ids"] for r in rows[:10]]
+
+
+def test_split_holds_out_every_answer_of_a_prompt_together(features):
+    from dataclasses import replace
+
+    seqs = [replace(s, group=f"p{i % 48}") for i, s in enumerate(features)]  # two answers per prompt
+    train, val = split(seqs, 0.25, seed=0)
+    assert len(features) == 96 and len(val) == 24 and len(train) == 72
+    assert not {s.group for s in train} & {s.group for s in val}

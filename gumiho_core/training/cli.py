@@ -82,8 +82,7 @@ def cmd_make_prompts(args, models) -> None:
 
 
 def cmd_generate_data(args, models) -> None:
-    from .data import parse_modes
-    from .distill import DistillConfig, generate_corpus
+    from .distill import DistillConfig, generate_corpus, parse_modes
 
     workers = data_workers(args)
     if workers > 1 and args.worker is None:
@@ -144,20 +143,32 @@ def cmd_extract_features(args, models) -> None:
     log.info("features made for %d corpus parts", made)
 
 
+def training_sequences(args, target):
+    """Your own conversations' features if --conversations, else the corpus (a --data-fraction of its prompts)."""
+    from .data import load_corpus, load_features
+
+    if args.conversations:
+        return load_features(workdir_for(args) / "features-own", target.config.hidden_size)
+    return load_corpus(corpus_dir_for(args), workdir_for(args) / "features", target.config.hidden_size,
+                       args.data_fraction)
+
+
+def run_dir(args) -> Path:
+    return workdir_for(args) / args.run
+
+
 def cmd_train(args, models) -> None:
-    target = models.target()
-    from .data import load_features
     from .trainer import Trainer, TrainConfig, plot_history
 
+    target = models.target()
     cfg = TrainConfig(epochs=args.epochs, lr=args.lr, tokens_per_step=args.tokens_per_step,
                       draft_vocab=args.draft_vocab, seed=args.seed, precision=args.precision)
-    seqs = load_features(workdir_for(args) / "features", target.config.hidden_size)
-    trainer = Trainer(target, seqs, cfg, workdir_for(args) / "run")
+    trainer = Trainer(target, training_sequences(args, target), cfg, run_dir(args))
     log.info("%d training / %d held-out conversations, %d steps per epoch", len(trainer.train_seqs),
              len(trainer.val_seqs), trainer.steps_per_epoch)
     trainer.run()
-    png = plot_history(trainer.history, workdir_for(args) / "run" / "loss.png")
-    log.info("drafter in %s, loss curve %s", workdir_for(args) / "run" / "drafter", png)
+    png = plot_history(trainer.history, run_dir(args) / "loss.png")
+    log.info("drafter in %s, loss curve %s", run_dir(args) / "drafter", png)
 
 
 def cmd_evaluate(args, models) -> None:
@@ -171,8 +182,8 @@ def cmd_evaluate(args, models) -> None:
     from ..models import load_drafter
     from ..text import encode_prompt
 
-    draft = args.draft if args.draft != "default" or not (workdir_for(args) / "run" / "drafter").is_dir() \
-        else str(workdir_for(args) / "run" / "drafter")
+    draft = args.draft if args.draft != "default" or not (run_dir(args) / "drafter").is_dir() \
+        else str(run_dir(args) / "drafter")
     drafter = load_drafter(draft, target)
     prompts = read_jsonl(args.eval_prompts, required=("prompt",))[: args.eval_n or None]
     report = {"draft": draft, "prompts": len(prompts), "max_new_tokens": args.eval_tokens}
@@ -199,7 +210,7 @@ def cmd_ship(args, models) -> None:
     from ..models import DEFAULT_DRAFTER
     from .trainer import plot_history
 
-    run = workdir_for(args) / "run"
+    run = run_dir(args)
     if not (run / "drafter" / "model.safetensors").is_file():
         raise GumihoError(f"no trained drafter in {run}; run the train command first")
     dest = Path(args.ship_to) if args.ship_to else DEFAULT_DRAFTER
@@ -234,7 +245,7 @@ def trained_heads(args) -> Path:
     """--draft default: the heads trained in --workdir, else the shipped ones (default target)."""
     from ..models import DEFAULT_DRAFTER
 
-    run = workdir_for(args) / "run" / "drafter"
+    run = run_dir(args) / "drafter"
     if run.is_dir():
         return run
     if args.target == "default":
@@ -314,6 +325,9 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-len", type=int, default=1024, help="tokens kept per conversation")
     t = p.add_argument_group("train")
     t.add_argument("--epochs", type=int, default=TrainDefaults.epochs)
+    t.add_argument("--run", default="run", help="folder under --workdir for this training run's checkpoints")
+    t.add_argument("--data-fraction", type=float, default=1.0,
+                   help="train on this share of the corpus's prompts (nested subsets, for a data-scaling curve)")
     t.add_argument("--lr", type=float, default=TrainDefaults.lr)
     t.add_argument("--tokens-per-step", type=int, default=TrainDefaults.tokens_per_step)
     t.add_argument("--draft-vocab", type=int, default=TrainDefaults.draft_vocab,

@@ -21,96 +21,13 @@ from tqdm import tqdm
 from ..errors import GumihoError
 from ..jsonl import read_jsonl  # noqa: F401  (re-exported for the CLI)
 from ..target import Target
-from ..text import encode_prompt
+from .corpus import parts, read_part
+from .distill import features_match
 
 log = logging.getLogger(__name__)
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 TRAIN_PROMPTS = PROMPTS_DIR / "train.jsonl"  # written by hand
 TRAIN_PROMPT_FILES = (TRAIN_PROMPTS, PROMPTS_DIR / "train_generated.jsonl")  # the second: written by the target
-
-
-# -- 1. answers --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class AnswerMode:
-    name: str  # "greedy" or "t0.7" ...
-    temperature: float  # 0 = greedy
-
-
-def parse_modes(spec: str) -> list[AnswerMode]:
-    """"greedy,t0.7,t1.0" -> modes."""
-    modes = []
-    for part in spec.split(","):
-        part = part.strip()
-        if part == "greedy":
-            modes.append(AnswerMode("greedy", 0.0))
-        elif part.startswith("t"):
-            try:
-                modes.append(AnswerMode(part, float(part[1:])))
-            except ValueError:
-                raise GumihoError(f"answer mode {part!r}: use 'greedy' or t<temperature>, e.g. t0.7") from None
-        else:
-            raise GumihoError(f"answer mode {part!r}: use 'greedy' or t<temperature>, e.g. t0.7")
-    return modes
-
-
-@torch.inference_mode()
-def batch_generate(target: Target, prompts: list[list[int]], max_new_tokens: int, temperature: float,
-                   generator: torch.Generator) -> list[list[int]]:
-    """Answers to a batch of tokenised prompts (left-padded), each up to and including its end token."""
-    B, dev = len(prompts), target.device
-    width = max(len(p) for p in prompts)
-    ids = torch.zeros(B, width, dtype=torch.long, device=dev)
-    attn = torch.zeros(B, width, dtype=torch.long, device=dev)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p)
-        attn[i, width - len(p):] = 1
-    cache = target.new_cache()
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    answers = [[] for _ in range(B)]
-    alive = torch.ones(B, dtype=torch.bool, device=dev)
-    eos = torch.tensor(sorted(target.eos_ids), device=dev)
-    for _ in range(max_new_tokens):
-        out = target.model(input_ids=ids, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True,
-                           logits_to_keep=1)
-        logits = out.logits[:, -1].float()  # [B, V]
-        if temperature == 0:
-            nxt = logits.argmax(-1)
-        else:
-            nxt = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator)[:, 0]
-        for i in alive.nonzero()[:, 0].tolist():
-            answers[i].append(int(nxt[i]))
-        alive &= ~torch.isin(nxt, eos)
-        if not alive.any():
-            break
-        ids, pos = nxt[:, None], pos[:, -1:] + 1
-        attn = torch.cat([attn, torch.ones(B, 1, dtype=attn.dtype, device=dev)], dim=1)
-    return answers
-
-
-def generate_answers(target: Target, prompts: list[dict], out_path: str | Path, modes: list[AnswerMode],
-                     batch_size: int = 16, max_new_tokens: int = 320, seed: int = 0) -> Path:
-    """Append the target's answers to out_path, skipping (prompt, mode) pairs already there."""
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    resuming = out_path.is_file() and out_path.stat().st_size
-    done = {(r["id"], r["mode"]) for r in read_jsonl(out_path)} if resuming else set()
-    todo = [(i, m) for m in modes for i in range(len(prompts)) if (i, m.name) not in done]
-    encoded = {i: encode_prompt(target.tokenizer, prompts[i]["prompt"]) for i, _ in todo}
-    todo.sort(key=lambda im: (im[1].name, len(encoded[im[0]])))  # similar lengths share a batch
-    gen = torch.Generator(device=target.device).manual_seed(seed)
-    with open(out_path, "a", encoding="utf-8") as f, tqdm(total=len(todo), desc="answers", unit="answer") as bar:
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start:start + batch_size]
-            mode = chunk[0][1]
-            chunk = [c for c in chunk if c[1] == mode]  # a batch never mixes modes
-            answers = batch_generate(target, [encoded[i] for i, _ in chunk], max_new_tokens, mode.temperature, gen)
-            for (i, m), ans in zip(chunk, answers):
-                f.write(json.dumps({"id": i, "mode": m.name, "category": prompts[i].get("category", ""),
-                                    "prompt": prompts[i]["prompt"], "prompt_ids": encoded[i],
-                                    "answer_ids": ans}) + "\n")
-            f.flush()
-            bar.update(len(chunk))
-    return out_path
 
 
 # -- 2. features -------------------------------------------------------------------------------
@@ -199,6 +116,7 @@ class Sequence:
     hidden: torch.Tensor  # [T, H] fp16
     ids: torch.Tensor  # [T]
     mask: torch.Tensor  # [T] 1 on assistant tokens
+    group: str = ""  # conversations of one group (answers to one prompt) are held out together
 
 
 def load_features(folder: str | Path, target_hidden: int | None = None) -> list[Sequence]:
@@ -223,8 +141,41 @@ def load_features(folder: str | Path, target_hidden: int | None = None) -> list[
     return seqs
 
 
-def split(seqs: list, holdout: float, seed: int) -> tuple[list, list]:
-    order = list(range(len(seqs)))
-    random.Random(seed).shuffle(order)
-    n_val = max(1, int(len(seqs) * holdout)) if holdout > 0 else 0
-    return [seqs[i] for i in order[n_val:]], [seqs[i] for i in order[:n_val]]
+def split(seqs: list[Sequence], holdout: float, seed: int) -> tuple[list, list]:
+    """(train, held-out): a random `holdout` share of the groups is held out, every answer of a prompt together
+    (else a prompt's greedy answer would be learned and its sampled answer 'held out')."""
+    groups = sorted({s.group or str(i) for i, s in enumerate(seqs)})
+    random.Random(seed).shuffle(groups)
+    n_val = max(1, int(len(groups) * holdout)) if holdout > 0 else 0
+    val = set(groups[:n_val])
+    held = [(s.group or str(i)) in val for i, s in enumerate(seqs)]
+    return [s for s, h in zip(seqs, held) if not h], [s for s, h in zip(seqs, held) if h]
+
+
+def load_corpus(corpus_dir: str | Path, features_dir: str | Path, hidden_size: int | None = None,
+                fraction: float = 1.0) -> list[Sequence]:
+    """The corpus's conversations with their features; `fraction` keeps that share of the prompts (nested:
+    the prompts kept at 1/8 are among those kept at 1/4)."""
+    from safetensors.torch import load_file
+
+    seqs = []
+    for part in parts(corpus_dir):
+        rows, path = read_part(part), Path(features_dir) / f"{part.stem}.safetensors"
+        if not features_match(path, rows):
+            raise GumihoError(f"no features for corpus part {part.name} in {features_dir}; run extract-features")
+        d = load_file(str(path))
+        if hidden_size is not None and d["hidden"].shape[1] != hidden_size:
+            raise GumihoError(f"features in {features_dir} have hidden size {d['hidden'].shape[1]}, this target "
+                              f"{hidden_size}")
+        off = d["offsets"].tolist()
+        for r, a, b in zip(rows, off, off[1:]):
+            if _in_fraction(r.prompt_key, fraction):
+                mask = torch.tensor([0] * len(r.prompt_ids) + [1] * len(r.answer_ids), dtype=torch.bool)
+                seqs.append(Sequence(d["hidden"][a:b], torch.tensor(r.ids), mask, r.prompt_key))
+    if not seqs:
+        raise GumihoError(f"the corpus in {corpus_dir} is empty; run generate-data first")
+    return seqs
+
+
+def _in_fraction(key: str, fraction: float) -> bool:
+    return int(key[:8], 16) / 16 ** 8 < fraction

@@ -19,13 +19,36 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from ..errors import GumihoError
 from ..target import Target
 from ..text import encode_prompt
 from .corpus import Conversation, next_part_path, parts, prompt_key, read_corpus, read_part, write_part
-from .data import AnswerMode
 from .sampler import Answer, BatchSampler, Request
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AnswerMode:
+    name: str  # "greedy" or "t0.7" ...
+    temperature: float  # 0 = greedy
+
+
+def parse_modes(spec: str) -> list[AnswerMode]:
+    """"greedy,t0.7,t1.0" -> modes."""
+    modes = []
+    for part in spec.split(","):
+        part = part.strip()
+        if part == "greedy":
+            modes.append(AnswerMode("greedy", 0.0))
+        elif part.startswith("t"):
+            try:
+                modes.append(AnswerMode(part, float(part[1:])))
+            except ValueError:
+                raise GumihoError(f"answer mode {part!r}: use 'greedy' or t<temperature>, e.g. t0.7") from None
+        else:
+            raise GumihoError(f"answer mode {part!r}: use 'greedy' or t<temperature>, e.g. t0.7")
+    return modes
 
 
 @dataclass(frozen=True)
