@@ -29,6 +29,7 @@ from ..generate import model_args, quiet_transformers
 from ..jsonl import read_jsonl
 from ..models import ASSETS, cache_dir
 from .distill import DistillConfig as DistillDefaults
+from .objective import OBJECTIVES
 from .trainer import TrainConfig as TrainDefaults
 
 HELDOUT = ASSETS.parent / "prompts" / "heldout.jsonl"
@@ -162,7 +163,7 @@ def cmd_train(args, models) -> None:
 
     target = models.target()
     cfg = TrainConfig(epochs=args.epochs, lr=args.lr, tokens_per_step=args.tokens_per_step,
-                      draft_vocab=args.draft_vocab, seed=args.seed, precision=args.precision)
+                      draft_vocab=args.draft_vocab, seed=args.seed, precision=args.precision, objective=args.objective)
     trainer = Trainer(target, training_sequences(args, target), cfg, run_dir(args))
     log.info("%d training / %d held-out conversations, %d steps per epoch", len(trainer.train_seqs),
              len(trainer.val_seqs), trainer.steps_per_epoch)
@@ -333,6 +334,9 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--draft-vocab", type=int, default=TrainDefaults.draft_vocab,
                    help="most frequent tokens the drafter proposes from (0 = the whole vocabulary)")
     t.add_argument("--precision", default=TrainDefaults.precision, choices=["bf16", "fp32"])
+    t.add_argument("--objective", default=TrainDefaults.objective, choices=sorted(OBJECTIVES),
+                   help="paper: GUMIHO.md's weights (CE 0.1, the MLP heads' CE from epoch 2); distill: the target's "
+                        "distribution weighted as much as its features, for every head from the start")
     e = p.add_argument_group("evaluate")
     e.add_argument("--eval-prompts", default=str(HELDOUT), help="held-out prompts (JSONL, not used in training)")
     e.add_argument("--eval-n", type=int, default=0, help="use only the first N prompts (0 = all)")

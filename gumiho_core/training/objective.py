@@ -11,7 +11,7 @@ which cuts the CPU cost of the 49k-way softmax about six-fold for the default mo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -24,12 +24,26 @@ TOPK_METRIC = 10  # also report whether the target's token is among the drafter'
 
 @dataclass(frozen=True)
 class LossWeights:
+    """Weights of the loss's parts; the defaults are the paper's (GUMIHO.md)."""
+
     serial_l1: float = 1.0
     serial_ce: float = 0.1
     head_decay: float = 0.8
-    mlp_ce: float = 0.1  # w; the trainer sets 0 for the first epochs (GUMIHO.md)
+    mlp_ce: float = 0.1  # w
+    mlp_ce_from_epoch: int = 2  # w = 0 before this epoch
     mlp_scale: float = 1 / 9
     ce_fraction: float = 1.0  # CE on a random share of positions: an unbiased estimate at a fraction of the cost
+
+    def at_epoch(self, epoch: int, ce_fraction: float = 1.0) -> "LossWeights":
+        return replace(self, mlp_ce=self.mlp_ce if epoch >= self.mlp_ce_from_epoch else 0.0, ce_fraction=ce_fraction)
+
+
+# The objectives `train --objective` offers. "distill" weighs matching the target's own next-token distribution
+# (the soft cross-entropy) as much as regressing its features, for every head from the first step.
+OBJECTIVES = {
+    "paper": LossWeights(),
+    "distill": LossWeights(serial_ce=1.0, mlp_ce=1.0, mlp_ce_from_epoch=0),
+}
 
 
 @dataclass(frozen=True)
