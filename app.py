@@ -16,8 +16,8 @@ import logging
 import os
 import sys
 
+from app.layout import build_demo, launch_options
 from app.runner import AUTO_TREE_POLICIES, DEFAULT_MAX_PROMPT_TOKENS, Models, set_threads
-from app.ui import build_demo, launch_options
 from gumiho_core import GumihoError
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gumiho_core import DecodeConfig, StepRecord, TreeConfig
 
-from .tree_view import COMMITTED
+from .stages import COMMITTED
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,63 @@
-"""What the server is doing, in words: the model line under the status (loading, measuring this device,
-ready, or what failed and what still works) and the note under the tree settings on what "auto" chose.
+"""Status lines in words. For the visitor's run: the status line (what is running, paused or ended).
+For the server: the model line under it (loading, measuring this device, ready, or what failed and what
+still works) and the note under the tree settings on what "auto" chose.
 
-Functions of the shared `Models`; every message that came from an error is already scrubbed of paths.
+Every message that came from an error is already scrubbed of paths.
 """
 from __future__ import annotations
 
 from html import escape
 from pathlib import PurePath
 
-from .messages import scrub
-from .runner import TREE_MODES, Models
-from .settings import AUTO, fallback_preset
+from ..messages import scrub
+from ..runner import TREE_MODES, Models
+from ..settings import AUTO, fallback_preset
+from ..state import UserState
 
 CSS = """
 .gm-model{font-size:13px;color:#333;padding:2px 10px}
 .gm-model.bad{color:#8a1c00;font-weight:600}
 """
+
+
+def status_html(message: str, notes=()) -> str:
+    warn = "".join(f'<div class="warn">⚠ {escape(n)}</div>' for n in notes)
+    return f'<div class="gm-status" role="status">{message}{warn}</div>'
+
+
+STOP_WORDS = {"eos": "the model ended its answer", "max_new_tokens": "max new tokens reached",
+              "context": "the context is full"}
+
+
+def describe(user: UserState) -> str:
+    """The status line when nothing is running."""
+    run = user.run
+    if run is None:
+        return "Type a prompt and press <b>Run</b>."
+    where = f"step {user.cursor} of {len(run.records) - 1}"
+    if user.can_compute:
+        return f"Paused at {where}. <b>Next</b> shows one more step, <b>Resume</b> goes on, <b>Prev</b> goes back."
+    browse = "<b>Prev</b>/<b>Next</b> step through it, <b>Replay</b> animates it again, <b>Export</b> saves it."
+    if not run.finished:
+        return f"Stopped: showing {where}. {browse}"
+    reason = run.records[-1].stop_reason
+    return f"Showing {where}; the run has ended ({STOP_WORDS.get(reason, escape(str(reason)))}). {browse}"
+
+
+def _tree_words(run) -> str:
+    s = run.settings
+    if s.method == "ar" or s.tree is None:
+        return ""
+    fallback = " (not measured here yet)" if s.preset != AUTO and s.preset.startswith(AUTO) else ""
+    return f", tree <i>{escape(s.preset)}</i>{fallback}: {s.tree.total_tokens} nodes"
+
+
+def running_line(user: UserState, what: str) -> str:
+    """The status line while a run animates: `what` it does ("Running", "Replaying ..."), where it is."""
+    run = user.run
+    last = "…" if user.can_compute else len(run.records) - 1
+    return (f"{what} <b>{escape(run.settings.method)}</b> on {escape(run.target)} ({escape(run.device)})"
+            f"{_tree_words(run)}: step {max(user.cursor, 0)} of {last}. <b>Pause</b> to step back and forth.")
 
 
 def _drafter_words(models: Models) -> str:

@@ -7,10 +7,11 @@ from typing import Mapping
 
 from gumiho_core import StepRecord
 
+from ..stages import COMMITTED, VERIFIED
+from ..state import Run
 from .palette import look
-from .state import Run
 from .stats import Stats
-from .tree_view import COMMITTED, VERIFIED, piece_of, visible
+from .tree_view import piece_of, visible
 
 CSS = """
 .gm-cap{font-size:16px;line-height:1.45;padding:8px 12px;border-left:5px solid #0072B2;background:#f5f9fc;
@@ -22,6 +23,13 @@ CSS = """
 .gm-num .k{font-size:13px;color:#444}
 .gm-sub{font-size:13px;color:#444;margin-top:4px}
 """
+
+
+def step_caption_placeholder() -> str:
+    return ('<div class="gm-cap" style="font-size:16px;padding:8px 12px;border-left:5px solid #0072B2;'
+            'background:#f5f9fc">Each step: the serial head drafts tokens 1 and 2, the MLP heads draft tokens '
+            '3–7 at once, the target verifies the whole tree in one pass, and the accepted tokens join the '
+            'text.</div>')
 
 
 def _quote(pieces: Mapping[int, str], tokens) -> str:

@@ -14,9 +14,9 @@ from typing import Mapping
 
 from gumiho_core import DraftTree, StepRecord
 
+from ..stages import COMMITTED, VERIFIED, stages
 from .palette import LOOKS, TARGET, look, phase_of
 
-VERIFIED, COMMITTED = "verified", "committed"
 COL_W, NODE_W, NODE_H, ROW_H = 120, 104, 20, 24  # px: 9 columns fit a ~1100 px panel
 TOP, LEFT = 50, 6  # room for the column headers
 LABEL_CHARS = 9  # token text shown on a node; the full text is on hover
@@ -52,13 +52,6 @@ def short(piece: str, limit: int = LABEL_CHARS) -> str:
 
 def piece_of(pieces: Mapping[int, str], token: int) -> str:
     return pieces.get(token, f"#{token}")
-
-
-def stages(record: StepRecord) -> tuple[str, ...]:
-    """The pictures of one step: its drafting phases, then verification and commit."""
-    if record.tree is None or record.verdict is None:
-        return (COMMITTED,)
-    return tuple(p.name for p in record.phases if p.name != "context") + (VERIFIED, COMMITTED)
 
 
 # -- layout ------------------------------------------------------------------------------------

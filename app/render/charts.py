@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ..state import Run
 from .palette import TARGET, look
-from .state import Run
 from .stats import MAX_DEPTH, run_stats, running_speedup
 from .text_view import token_origins
 from .tree_view import legend_items

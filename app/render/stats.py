@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from .state import Run
+from ..state import Run
 
 MAX_DEPTH = 7
 
