@@ -7,10 +7,11 @@
     screen      picture(): every output for the step on screen
     view        the components handlers update (View, News)
     settings    the Run form as one value (Form) -> validated configs; tree presets
-    state       per-user data: the recorded run and the view on it
+    state       the data the page shows: per user the recorded run and the view on it; the server's status
     stages      the pictures of one step, in order
     runfile     export and load of runs as JSON
     messages    what a visitor may see of an error
-    runner      models (loaded once), starting and advancing runs, the API endpoint
+    backend/    what all visitors share: models (loaded once), the auto tree, live runs, the step lock;
+                starting and advancing runs (no Gradio)
     render/     pure pictures and words: tree SVG, coloured text, charts, numbers, captions, status lines
 """

@@ -8,9 +8,9 @@ from html import escape
 
 import gradio as gr
 
+from .backend import Backend, advance
 from .messages import report
 from .render.status import describe, running_line
-from .runner import Models, advance
 from .screen import picture
 from .stages import COMMITTED, stages
 from .state import UserState
@@ -27,7 +27,7 @@ def _wait(user: UserState) -> None:
         time.sleep(WAIT_SLICE_S)
 
 
-def _next_stages(user: UserState, models: Models | None):
+def _next_stages(user: UserState, backend: Backend | None):
     """The stages still to show: the rest of the step on screen, or all of the next step (computed if need be).
     Returns None when there is nothing more to show."""
     run = user.run
@@ -35,22 +35,22 @@ def _next_stages(user: UserState, models: Models | None):
         order = stages(run.records[user.cursor])
         return order[order.index(user.stage) + 1:]
     if user.cursor + 1 >= len(run.records):
-        if models is None or not user.can_compute:
+        if backend is None or not user.can_compute:
             return None
-        advance(models, run, user.live)
+        advance(backend, run, user.live)
     user.cursor += 1
     return stages(run.records[user.cursor])
 
 
-def _frames(view: View, user: UserState, models: Models | None, one_step: bool, verb: str):
+def _frames(view: View, user: UserState, backend: Backend | None, one_step: bool, verb: str):
     """The pictures until Pause, the end of the run, or (one_step) the end of one step."""
     while not user.pause:
-        if models is not None and models.step_lock.locked():
+        if backend is not None and backend.step_lock.locked():
             yield picture(view, user, "Waiting for the model: another visitor's step is running…", False)
-        todo = _next_stages(user, models)
+        todo = _next_stages(user, backend)
         if todo is None:
             return
-        what = "Running" if models is not None and user.can_compute else verb
+        what = "Running" if backend is not None and user.can_compute else verb
         for stage in (todo[-1:] if user.fast else todo):
             user.stage = stage
             yield picture(view, user, running_line(user, what), charts=stage == COMMITTED)
@@ -61,13 +61,13 @@ def _frames(view: View, user: UserState, models: Models | None, one_step: bool, 
             return
 
 
-def play(view: View, user: UserState, models: Models | None = None, one_step: bool = False,
+def play(view: View, user: UserState, backend: Backend | None = None, one_step: bool = False,
          verb: str = REPLAYING):
     """Pictures from the screen's position on, until Pause, the end of the run, or (one_step) one step.
-    models=None shows the recorded steps only (`verb` says how they were recorded)."""
+    backend=None shows the recorded steps only (`verb` says how they were recorded)."""
     user.busy, user.pause = True, False
     try:
-        yield from _frames(view, user, models, one_step, verb)
+        yield from _frames(view, user, backend, one_step, verb)
     except Exception as e:  # whatever went wrong, leave a usable page (buttons back on), then report it
         message = report(e, "a decoding step failed")
         user.busy = False

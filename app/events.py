@@ -8,8 +8,8 @@ import gradio as gr
 
 from . import handlers as on
 from .animation import play
+from .backend import Backend, api_generate, compute_run, on_gpu
 from .messages import report
-from .runner import Models, api_generate, compute_run, on_gpu
 from .settings import AUTO, Form, api_settings
 from .view import News, View
 
@@ -19,22 +19,22 @@ FREE = dict(HIDDEN, concurrency_limit=None)  # never waits behind a decoding run
 ANIMATE = dict(QUIET, concurrency_id="animate")  # visitors animating at once: the queue's default limit
 
 
-def _run_handler(view: View, models: Models, compute):
+def _run_handler(view: View, backend: Backend, compute):
     """on_run with the form's values gathered into one Form (the inputs are the Form's fields, in order)."""
     def run(user, *values):
-        yield from on.on_run(view, models, compute, user, Form(*values))
+        yield from on.on_run(view, backend, compute, user, Form(*values))
     return run
 
 
-def _wire_run(view: View, models: Models, form: Form) -> None:
+def _wire_run(view: View, backend: Backend, form: Form) -> None:
     """Run, Resume, Next, Replay and Stop (which cancels the others). "run" and "stop" are callable by clients
     (not listed in the API page): tests drive many visitors through them."""
-    compute = on_gpu(partial(compute_run, models), models.device)
-    run_evt = view.run_btn.click(_run_handler(view, models, compute), [view.state, *form.inputs], view.outputs,
+    compute = on_gpu(partial(compute_run, backend), backend.device)
+    run_evt = view.run_btn.click(_run_handler(view, backend, compute), [view.state, *form.inputs], view.outputs,
                                  api_name="run", api_visibility="undocumented", **ANIMATE)
-    resume_evt = view.resume_btn.click(partial(play, view, models=models), view.state, view.outputs,
+    resume_evt = view.resume_btn.click(partial(play, view, backend=backend), view.state, view.outputs,
                                        api_visibility="private", **ANIMATE)
-    next_evt = view.next_btn.click(partial(play, view, models=models, one_step=True), view.state, view.outputs,
+    next_evt = view.next_btn.click(partial(play, view, backend=backend, one_step=True), view.state, view.outputs,
                                    api_visibility="private", **ANIMATE)
     replay_evt = view.replay_btn.click(partial(on.on_replay, view), [view.state, form.delay, form.fast],
                                        view.outputs, concurrency_id="replay", **HIDDEN)
@@ -42,7 +42,7 @@ def _wire_run(view: View, models: Models, form: Form) -> None:
                         replay_evt], api_name="stop", api_visibility="undocumented", concurrency_limit=None, **QUIET)
 
 
-def _wire_controls(demo: gr.Blocks, view: View, news: News, models: Models, form: Form) -> None:
+def _wire_controls(demo: gr.Blocks, view: View, news: News, backend: Backend, form: Form) -> None:
     """The buttons and fields that change the view or the form, and the server's news."""
     tree = form.tree
     view.pause_btn.click(on.on_pause, view.state, view.pause_btn, **FREE)
@@ -52,16 +52,16 @@ def _wire_controls(demo: gr.Blocks, view: View, news: News, models: Models, form
     form.fast.change(on.on_fast, [view.state, form.fast], form.delay, **FREE)
     form.temperature.change(on.on_temperature, form.temperature, [form.seed, form.top_p], **FREE)
     form.method.change(on.on_method, form.method, [form.preset, *tree], **FREE)
-    form.preset.input(partial(on.on_preset, models), [form.preset, *tree], tree, **FREE)
+    form.preset.input(partial(on.on_preset, backend), [form.preset, *tree], tree, **FREE)
     for box in tree:
-        box.input(partial(on.on_tree_edit, models.device), tree, form.preset, **FREE)
-    news.timer.tick(partial(on.on_tick, news, models), view.state, news.outputs, **FREE)
-    demo.load(partial(on.on_preset, models, AUTO), None, tree, **FREE)  # a new page's fields show auto as it is now
+        box.input(partial(on.on_tree_edit, backend.device), tree, form.preset, **FREE)
+    news.timer.tick(partial(on.on_tick, news, backend), view.state, news.outputs, **FREE)
+    demo.load(partial(on.on_preset, backend, AUTO), None, tree, **FREE)  # a new page's fields show auto as it is now
     view.run_btn.click(lambda: gr.Timer(active=True), None, news.timer, **FREE)  # a failed load may be retried
 
 
-def _api(models: Models) -> None:
-    api = on_gpu(partial(api_generate, models), models.device)
+def _api(backend: Backend) -> None:
+    api = on_gpu(partial(api_generate, backend), backend.device)
 
     def generate(prompt: str, method: str = "gumiho", max_new_tokens: int = 64, temperature: float = 0.0,
                  seed: int = 0, tree: str = AUTO) -> dict:
@@ -78,8 +78,8 @@ def _api(models: Models) -> None:
     gr.api(generate, api_name="generate", concurrency_id="decode")
 
 
-def wire(demo: gr.Blocks, view: View, news: News, models: Models, form: Form) -> None:
+def wire(demo: gr.Blocks, view: View, news: News, backend: Backend, form: Form) -> None:
     """Every event of the page (`form` holds the Run form's components), and the API."""
-    _wire_run(view, models, form)
-    _wire_controls(demo, view, news, models, form)
-    _api(models)
+    _wire_run(view, backend, form)
+    _wire_controls(demo, view, news, backend, form)
+    _api(backend)

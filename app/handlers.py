@@ -10,10 +10,10 @@ from gumiho_core import GumihoError
 
 from . import runfile
 from .animation import play
+from .backend import Backend, start_run
 from .messages import public_message, report
 from .render.explain import how_it_works_md
 from .render.status import auto_note, describe, model_line
-from .runner import Models, start_run
 from .screen import picture
 from .settings import AUTO, CUSTOM, TREE_FIELDS, Form, parse_settings, preset_name, tree_presets, tree_settings
 from .stages import COMMITTED
@@ -21,29 +21,29 @@ from .state import UserState
 from .view import News, View
 
 
-def on_run(view: View, models: Models, compute, user: UserState, form: Form):
+def on_run(view: View, backend: Backend, compute, user: UserState, form: Form):
     """Start a run and animate it. `compute` is compute_run as the GPU sees it, for whole-run mode (ZeroGPU)."""
     try:
-        settings = parse_settings(form, models.device)
+        settings = parse_settings(form, backend.device)
     except GumihoError as e:
         raise gr.Error(public_message(e)) from None
     user.delay, user.fast, user.busy = float(form.delay), bool(form.fast), True
-    loading = "Loading the model (first run only)…" if not models.ready else "Starting…"
-    if models.whole_runs:
+    loading = "Loading the model (first run only)…" if not backend.ready else "Starting…"
+    if backend.whole_runs:
         loading = "Computing the whole run on the GPU, then showing it step by step…"
     yield picture(view, user, loading, charts=False)  # no second Run while this one starts
     try:
-        run, live = (compute(settings), None) if models.whole_runs else start_run(models, settings)
+        run, live = (compute(settings), None) if backend.whole_runs else start_run(backend, settings)
     except Exception as e:
         message = report(e, "starting a run")
         user.busy = False
         yield picture(view, user, describe(user), charts=False)
         raise gr.Error(message) from None
     user.reset(run, live)
-    if models.whole_runs:
+    if backend.whole_runs:
         yield from play(view, user, None, verb="Showing the computed steps of")
     else:
-        yield from play(view, user, models)
+        yield from play(view, user, backend)
 
 
 def on_pause(user: UserState):
@@ -91,10 +91,10 @@ def on_load(view: View, user: UserState, path):
                    + describe(user))
 
 
-def on_preset(models: Models, name: str, *values):
+def on_preset(backend: Backend, name: str, *values):
     """A preset fills the advanced tree fields ("auto": with gumiho's tree as it stands now); "custom" leaves
     them as they are (sent back: a value, never a bare update, see screen.picture())."""
-    cfg = models.auto_tree("gumiho")[0] if name == AUTO else tree_presets(models.device).get(name)
+    cfg = backend.auto_tree("gumiho").tree if name == AUTO else tree_presets(backend.device).get(name)
     if cfg is None:
         return list(values)
     return [getattr(cfg, k) for k in TREE_FIELDS]
@@ -129,11 +129,11 @@ def on_method(method):
     return [gr.update(interactive=method != "ar")] * (1 + len(TREE_FIELDS))
 
 
-def on_tick(news: News, models: Models, user: UserState):
+def on_tick(news: News, backend: Backend, user: UserState):
     """The server's news for one visitor: the model line and what auto means now (also in "How it works"
     while there is no run). The timer stops when nothing more will change."""
-    done = models.settled.is_set() or (models.error is not None and not models.ready)
-    note = auto_note(models)
+    status = backend.status()
+    note = auto_note(status)
     how = user.charts.get(news.how) if user.run is not None else None
-    return {news.model: model_line(models), news.auto: note, news.timer: gr.Timer(active=not done),
+    return {news.model: model_line(status), news.auto: note, news.timer: gr.Timer(active=not status.final),
             news.how: how or how_it_works_md(None, None, note)}

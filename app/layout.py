@@ -1,15 +1,15 @@
-"""The page: `build_demo(models)` lays out the components (gr.Blocks) and hands them to events.wire().
+"""The page: `build_demo(backend)` lays out the components (gr.Blocks) and hands them to events.wire().
 Nothing is loaded here: the models load in the background."""
 from __future__ import annotations
 
 import gradio as gr
 
 from . import runfile
+from .backend import Backend
 from .events import wire
 from .render.explain import how_it_works_md, numbers_html, step_caption_placeholder
 from .render.status import auto_note, model_line, status_html
 from .render.text_view import output_html
-from .runner import Models
 from .settings import AUTO, TREE_FIELDS, Form, preset_choices
 from .state import UserState
 from .view import News, View
@@ -39,22 +39,22 @@ TREE_TIPS = {"top_k": "children per node at the serial steps", "mlp_topk": "toke
              "depth": "deepest draft level"}
 
 
-def _advanced(models: Models) -> dict:
+def _advanced(backend: Backend) -> dict:
     """Sampling and the draft tree, behind the "advanced" fold: the form's fields from seed on."""
     with gr.Accordion("Advanced: sampling and draft tree", open=False, elem_id="advanced"):
         seed = gr.Number(0, precision=0, label="Seed (sampling)", minimum=0, interactive=False, elem_id="seed")
         top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top_p (sampling)", interactive=False, elem_id="top-p")
-        preset = gr.Dropdown(preset_choices(models.device), value=AUTO, label="Tree preset",
+        preset = gr.Dropdown(preset_choices(backend.device), value=AUTO, label="Tree preset",
                              info="auto: the best tree measured on this device; the others fill the fields below",
                              elem_id="preset")
-        cfg = models.auto_tree("gumiho")[0]
+        cfg = backend.auto_tree("gumiho").tree
         tree = {k: gr.Number(getattr(cfg, k), precision=0, label=k, info=TREE_TIPS[k], elem_id=f"tree-{k}")
                 for k in TREE_FIELDS}
-        auto = gr.Markdown(auto_note(models), elem_id="auto-note")
+        auto = gr.Markdown(auto_note(backend.status()), elem_id="auto-note")
     return dict(seed=seed, top_p=top_p, preset=preset, auto=auto, **tree)
 
 
-def _form(models: Models) -> tuple[Form, gr.Markdown]:
+def _form(backend: Backend) -> tuple[Form, gr.Markdown]:
     """The left column: prompt, method, lengths, the advanced fold, the animation's speed. Returns the Run
     form's components and the note on what auto means."""
     prompt = gr.Textbox(label="Prompt", lines=3, placeholder="Ask the model something…", elem_id="prompt")
@@ -63,7 +63,7 @@ def _form(models: Models) -> tuple[Form, gr.Markdown]:
     max_new = gr.Slider(1, 512, value=64, step=1, label="Max new tokens", elem_id="max-new-tokens")
     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy, exact same text)",
                             elem_id="temperature")
-    advanced = _advanced(models)
+    advanced = _advanced(backend)
     auto = advanced.pop("auto")
     with gr.Group():
         delay = gr.Slider(0.05, 2, value=0.5, step=0.05, label="Animation: seconds per picture", elem_id="delay")
@@ -111,12 +111,12 @@ def _charts() -> dict:
     return dict(speed=speed, speedup=speedup, accept=accept, depth=depth)
 
 
-def build_demo(models: Models) -> gr.Blocks:
-    """The whole page for `models` (nothing is loaded here: Models loads in the background)."""
-    return build_view(models)[0]
+def build_demo(backend: Backend) -> gr.Blocks:
+    """The whole page for `backend` (nothing is loaded here: the models load in the background)."""
+    return build_view(backend)[0]
 
 
-def build_view(models: Models) -> tuple[gr.Blocks, View]:
+def build_view(backend: Backend) -> tuple[gr.Blocks, View]:
     """The page and the components its pictures update (tests drive the handlers through the View)."""
     with gr.Blocks(title="Gumiho visualiser", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# Gumiho visualiser\nWatch speculative decoding draft, verify and accept, step by step: "
@@ -124,20 +124,20 @@ def build_view(models: Models) -> tuple[gr.Blocks, View]:
                     "and the target model keeps what it agrees with.")
         with gr.Group():  # what this visitor's run is doing, and under it what the server is doing
             status = gr.HTML(status_html("Type a prompt and press <b>Run</b>."), elem_id="status")
-            model = gr.HTML(model_line(models), elem_id="model-line")
+            model = gr.HTML(model_line(backend.status()), elem_id="model-line")
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
-                form, auto = _form(models)
+                form, auto = _form(backend)
                 files = _files()
             with gr.Column(scale=3):
                 toolbar = _toolbar()
                 column = _outputs_column()
         charts = _charts()
         with gr.Accordion("How it works", open=True):
-            how = gr.Markdown(how_it_works_md(None, None, auto_note(models)), elem_id="how")
+            how = gr.Markdown(how_it_works_md(None, None, auto_note(backend.status())), elem_id="how")
         state = gr.State(UserState(), time_to_live=STATE_TTL_S, delete_callback=UserState.close)
         view = View(status=status, how=how, state=state, **column, **charts, **toolbar, **files)
-        wire(demo, view, News(model, auto, how, gr.Timer(1.0)), models, form)
+        wire(demo, view, News(model, auto, how, gr.Timer(1.0)), backend, form)
     return demo, view
 
 

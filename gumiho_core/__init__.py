@@ -11,7 +11,7 @@ Public API (the app and the CLIs use only these names):
 """
 from .acceptance import Acceptance
 from .autotree import TreeChoice, cached_tree_choice, choose_tree
-from .config import METHODS, DecodeConfig, TreeConfig
+from .config import METHODS, TREE_MODES, DecodeConfig, TreeConfig
 from .drafter import DrafterConfig, GumihoDrafter
 from .drafting import DraftPhase
 from .engine import RunResult, StepRecord, generate, start
@@ -25,6 +25,6 @@ from .verify import Verdict
 __all__ = [
     "TreeChoice", "cached_tree_choice", "choose_tree", "Acceptance", "DEFAULT_TARGET_NAME", "load_drafter",
     "load_target", "resolve_device", "untrained_drafter", "decode_tokens", "encode_prompt", "token_pieces",
-    "METHODS", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "RunResult",
+    "METHODS", "TREE_MODES", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "RunResult",
     "StepRecord", "generate", "start", "GumihoError", "Target", "DraftTree", "Verdict",
 ]

@@ -71,7 +71,7 @@ def fake_choice(mode="gumiho", nodes=12):
 def fake_loaded(trained=True):
     from types import SimpleNamespace
 
-    from app.runner import Loaded
+    from app.backend import Loaded
 
     drafter = SimpleNamespace(trained=trained, origin="/srv/secret/heads" if trained else "untrained")
     return Loaded(SimpleNamespace(name="tiny-llama"), drafter, None, ())

@@ -17,10 +17,10 @@ PAPER_FLAGS = ["--top-k", "14", "--mlp-topk", "35", "--pruning", "35", "--total-
 
 @pytest.fixture(scope="module")
 def app_view():
+    from app.backend import Backend
     from app.layout import build_view
-    from app.runner import Models
 
-    models = Models("default", "default", "cpu")
+    models = Backend("default", "default", "cpu")
     demo, view = build_view(models)
     return models, view
 
@@ -47,10 +47,10 @@ RUN_INPUTS = ["prompt", "method", "max-new-tokens", "temperature", "top-p", "see
 def test_the_run_event_takes_the_form_in_the_order_its_clients_send():
     """gradio_client callers of "run" send the form positionally (tests/test_concurrency.py): the page's
     components, and so the Form's fields, keep that order."""
+    from app.backend import Backend
     from app.layout import build_view
-    from app.runner import Models
 
-    demo, view = build_view(Models("default", "default", "cpu"))
+    demo, view = build_view(Backend("default", "default", "cpu"))
     run = next(fn for fn in demo.fns.values() if fn.api_name == "run")
     assert run.inputs[0] is view.state
     assert [c.elem_id for c in run.inputs[1:]] == RUN_INPUTS
@@ -125,7 +125,7 @@ def test_bad_prompts_fail_before_anything_changes(app_view, prompt, message):
 
 @needs_default
 def test_the_api_endpoint_returns_what_the_cli_prints(app_view, capsys):
-    from app.runner import api_generate
+    from app.backend import api_generate
 
     models, _ = app_view
     for method in ("gumiho", "ar"):
@@ -139,14 +139,14 @@ def test_the_api_endpoint_returns_what_the_cli_prints(app_view, capsys):
 
 @needs_default
 def test_the_api_uses_the_auto_tree_as_the_cli_does(app_view, monkeypatch):
-    from app import runner
+    from app import backend
 
     models, _ = app_view
     choice = fake_choice(nodes=8)
-    monkeypatch.setitem(models.choices, "gumiho", choice)
-    ours = runner.api_generate(models, api_settings(PROMPT, "gumiho", 12, 0.0, 0))
+    monkeypatch.setitem(models.auto.choices, "gumiho", choice)
+    ours = backend.api_generate(models, api_settings(PROMPT, "gumiho", 12, 0.0, 0))
     assert ours["tree"] == choice.tree.to_dict() and ours["tree_source"] == choice.summary()
-    paper = runner.api_generate(models, api_settings(PROMPT, "gumiho", 12, 0.0, 0, tree="paper"))
+    paper = backend.api_generate(models, api_settings(PROMPT, "gumiho", 12, 0.0, 0, tree="paper"))
     assert ours["token_ids"] == paper["token_ids"] and paper["tree_source"] == "the authors' tree"
 
 
@@ -167,16 +167,16 @@ def test_a_run_with_preset_auto_says_which_tree_it_used(app_view):
 def test_whole_run_mode_computes_first_then_shows_the_same_steps(app_view):
     from functools import partial
 
-    from app.runner import Models, compute_run
+    from app.backend import Backend, compute_run
 
     models, view = app_view
     live, whole = UserState(), UserState()
     list(run_handler(models, view, live))
-    once = Models("default", "default", "cpu", whole_runs=True)
-    once._loaded = models.loaded  # the same weights, computed the ZeroGPU way
+    once = Backend("default", "default", "cpu", whole_runs=True)
+    once.loader = models.loader  # the same weights, computed the ZeroGPU way
     frames = list(run_handler(once, view, whole, compute=partial(compute_run, once)))
     assert whole.run.token_ids == live.run.token_ids and whole.run.text == live.run.text
-    assert whole.live is None and once.live_runs == 0
+    assert whole.live is None and len(once.live) == 0
     assert "Showing the computed steps of" in str(frames[2][view.status])
 
 
@@ -185,20 +185,19 @@ def test_a_drafter_of_another_target_leaves_plain_decoding_working(app_view, tmp
     import torch
     from tiny import random_drafter, tiny_target
 
+    from app.backend import Backend, start_run
     from app.render.status import model_line
-    from app.runner import Models, start_run
 
     models, view = app_view
     small = tiny_target(seed=0)
     state = random_drafter(small).state_dict()
     state["embed_tokens.weight"] = small.shared_weights().embed
     torch.save(state, tmp_path / "pytorch_model.bin")
-    other = Models("default", str(tmp_path / "pytorch_model.bin"), "cpu")
-    other._loaded = None
+    other = Backend("default", str(tmp_path / "pytorch_model.bin"), "cpu")
     loaded = other.get()
     assert loaded.drafter is None and "belongs to another model" in loaded.drafter_error
     assert str(tmp_path) not in loaded.drafter_error and "…/pytorch_model.bin" in loaded.drafter_error
-    assert "only plain decoding (ar) works" in model_line(other)
+    assert "only plain decoding (ar) works" in model_line(other.status())
     run, live = start_run(other, parse_settings(form(method="ar", max_new_tokens=3), "cpu"))
     assert live.can_compute
     with pytest.raises(GumihoError, match="needs the drafter, which could not be loaded.*method ar"):
@@ -211,14 +210,14 @@ def test_a_target_that_cannot_load_is_reported_and_runs_say_so(monkeypatch, spec
     import gradio as gr
     import huggingface_hub.constants
 
+    from app.backend import Backend
     from app.layout import build_view
     from app.render.status import model_line
-    from app.runner import Models
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # an unreachable hub, minus its retries
-    models = Models(spec, "default", "cpu")
+    models = Backend(spec, "default", "cpu")
     _, view = build_view(models)
     with pytest.raises(gr.Error, match=re.escape(message)):
         list(run_handler(models, view, UserState()))
-    assert "could not be loaded" in model_line(models) and "Load run file" in model_line(models)
-    assert models.error and "/no/such" not in models.error
+    assert "could not be loaded" in model_line(models.status()) and "Load run file" in model_line(models.status())
+    assert models.loader.error and "/no/such" not in models.loader.error

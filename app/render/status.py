@@ -9,10 +9,11 @@ from __future__ import annotations
 from html import escape
 from pathlib import PurePath
 
+from gumiho_core import TREE_MODES
+
 from ..messages import scrub
-from ..runner import TREE_MODES, Models
 from ..settings import AUTO, fallback_preset
-from ..state import UserState
+from ..state import ServerStatus, UserState
 
 CSS = """
 .gm-model{font-size:13px;color:#333;padding:2px 10px}
@@ -60,47 +61,46 @@ def running_line(user: UserState, what: str) -> str:
             f"{_tree_words(run)}: step {max(user.cursor, 0)} of {last}. <b>Pause</b> to step back and forth.")
 
 
-def _drafter_words(models: Models) -> str:
-    loaded = models.loaded
-    if loaded.drafter is None:
-        return f"⚠ not loaded ({escape(loaded.drafter_error or '')}): only plain decoding (ar) works"
-    if not loaded.drafter.trained:
+def _drafter_words(status: ServerStatus) -> str:
+    if status.drafter_origin is None:
+        return f"⚠ not loaded ({escape(status.drafter_error or '')}): only plain decoding (ar) works"
+    if not status.drafter_trained:
         return "untrained heads (exact output, little speedup)"
-    return f"heads from {escape(PurePath(loaded.drafter.origin).name)}"
+    return f"heads from {escape(PurePath(status.drafter_origin).name)}"
 
 
-def _auto_words(models: Models) -> str:
-    if models.measuring is not None:
-        return (f"measuring this device once ({escape(models.measuring)}); until then auto runs use the "
-                f"<i>{escape(fallback_preset(models.device))}</i> tree")
-    if models.choices:
-        sizes = ", ".join(f"{c.tree.total_tokens} nodes for {m}" for m, c in models.choices.items())
+def _auto_words(status: ServerStatus) -> str:
+    if status.measuring is not None:
+        return (f"measuring this device once ({escape(status.measuring)}); until then auto runs use the "
+                f"<i>{escape(fallback_preset(status.device))}</i> tree")
+    if status.choices:
+        sizes = ", ".join(f"{c.tree.total_tokens} nodes for {m}" for m, c in status.choices.items())
         return f"{sizes} (measured on this device)"
-    return f"the <i>{escape(fallback_preset(models.device))}</i> tree (this device is not measured)"
+    return f"the <i>{escape(fallback_preset(status.device))}</i> tree (this device is not measured)"
 
 
-def model_line(models: Models) -> str:
+def model_line(status: ServerStatus) -> str:
     """One line: which model, on what, with which drafter, and what "auto" means now."""
-    if models.error is not None and not models.ready:
-        text = (f"⚠ The model could not be loaded: {escape(models.error)} Runs are off until it loads; "
+    if status.failed:
+        text = (f"⚠ The model could not be loaded: {escape(status.load_error)} Runs are off until it loads; "
                 f"<b>Load run file</b> still replays saved runs.")
         return f'<style>{CSS}</style><div class="gm-model bad" role="status">{text}</div>'
-    if not models.ready:
-        text = (f"Loading the model {escape(scrub(models.target_spec))} on {escape(models.device)}… "
+    if not status.ready:
+        text = (f"Loading the model {escape(scrub(status.target_spec))} on {escape(status.device)}… "
                 f"The page works meanwhile; a Run waits for it.")
     else:
-        text = (f"Model: <b>{escape(models.loaded.target.name)}</b> on {escape(models.device)} · drafter: "
-                f"{_drafter_words(models)} · auto tree: {_auto_words(models)}")
+        text = (f"Model: <b>{escape(status.target_name)}</b> on {escape(status.device)} · drafter: "
+                f"{_drafter_words(status)} · auto tree: {_auto_words(status)}")
     return f'<style>{CSS}</style><div class="gm-model" role="status">{text}</div>'
 
 
-def auto_note(models: Models) -> str:
+def auto_note(status: ServerStatus) -> str:
     """Markdown under the tree settings: what auto chose on this device and why, or what it uses until then."""
     head = (f"**{AUTO}** (the default, like the CLI's `--tree auto`): the tree with the best tokens/s measured on "
             "this device, once per device, target and drafter.")
-    chosen = [f"*{mode}:* {escape(models.choices[mode].summary())}" for mode in TREE_MODES if mode in models.choices]
+    chosen = [f"*{mode}:* {escape(status.choices[mode].summary())}" for mode in TREE_MODES if mode in status.choices]
     if chosen:
         return "\n\n".join([head, *chosen])
-    tree, label, why = models.auto_tree(TREE_MODES[0])
-    return (f"{head}\n\nRight now auto means {escape(why)} ({tree.total_tokens} nodes, top_k {tree.top_k}, "
-            f"depth {tree.depth}).")
+    tree = status.auto_tree
+    return (f"{head}\n\nRight now auto means {escape(status.auto_why)} ({tree.total_tokens} nodes, "
+            f"top_k {tree.top_k}, depth {tree.depth}).")
