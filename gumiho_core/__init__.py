@@ -14,9 +14,10 @@ from .autotree import TreeChoice, cached_tree_choice, choose_tree
 from .config import METHODS, TREE_MODES, DecodeConfig, TreeConfig
 from .drafter import DrafterConfig, GumihoDrafter
 from .drafting import DraftPhase
-from .engine import RunResult, StepRecord, generate, start
+from .engine import generate, start
 from .errors import GumihoError
 from .models import DEFAULT_TARGET_NAME, load_drafter, load_target, resolve_device, untrained_drafter
+from .records import STEP_KINDS, RunResult, StepRecord
 from .target import Target
 from .text import decode_tokens, encode_prompt, token_pieces
 from .tree import DraftTree
@@ -26,5 +27,5 @@ __all__ = [
     "TreeChoice", "cached_tree_choice", "choose_tree", "Acceptance", "DEFAULT_TARGET_NAME", "load_drafter",
     "load_target", "resolve_device", "untrained_drafter", "decode_tokens", "encode_prompt", "token_pieces",
     "METHODS", "TREE_MODES", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "RunResult",
-    "StepRecord", "generate", "start", "GumihoError", "Target", "DraftTree", "Verdict",
+    "StepRecord", "STEP_KINDS", "generate", "start", "GumihoError", "Target", "DraftTree", "Verdict",
 ]

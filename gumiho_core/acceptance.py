@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .engine import RunResult
+from .records import RunResult
 
 MAX_DEPTH = 7
 

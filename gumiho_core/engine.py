@@ -7,83 +7,30 @@ produces the first token.
 """
 from __future__ import annotations
 
-import math
+import contextlib
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
 from .config import DecodeConfig, TreeConfig, check_method
 from .drafter import GumihoDrafter
-from .drafting import DraftContext, DraftPhase, build_tree
+from .drafting import DraftContext, build_tree
 from .errors import GumihoError
 from .kv_cache import keep_accepted
+from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, RunResult, StepRecord
 from .target import Target
 from .timing import Stopwatch
 from .tree import DraftTree
 from .verify import Verdict, verify_greedy, verify_sampling, warp
 
 
-@dataclass(frozen=True)
-class StepRecord:
-    index: int  # 0 is the prefill
-    kind: str  # "prefill" | "speculative" | "autoregressive"
-    tree: DraftTree | None
-    phases: tuple[DraftPhase, ...]
-    verdict: Verdict | None
-    new_token_ids: tuple[int, ...]  # what this step appended to the output (after any stop truncation)
-    draft_s: float
-    verify_s: float
-    commit_s: float
-    total_new_tokens: int
-    total_steps: int  # decoding steps so far, the prefill not counted
-    compute_s: float  # seconds spent inside step() so far, the prefill included (pauses between steps excluded)
-    done: bool
-    stop_reason: str | None  # "eos" | "max_new_tokens" | "context" | None
-
-    @property
-    def seconds(self) -> float:
-        return self.draft_s + self.verify_s + self.commit_s
-
-    def to_dict(self) -> dict:
-        v = self.verdict
-        return {
-            "index": self.index, "kind": self.kind,
-            "tree": self.tree.to_dict() if self.tree else None,
-            "phases": [{"name": p.name, "depths": list(p.depths), "candidates": p.candidates,
-                        "seconds": round(p.seconds, 6)} for p in self.phases],
-            "verdict": None if v is None else {
-                "accepted": list(v.accepted), "bonus": v.bonus, "target_token": list(v.target_token),
-                "target_prob": [None if math.isnan(p) else round(p, 5) for p in v.target_prob]},
-            "new_token_ids": list(self.new_token_ids),
-            "draft_s": round(self.draft_s, 6), "verify_s": round(self.verify_s, 6),
-            "commit_s": round(self.commit_s, 6), "total_new_tokens": self.total_new_tokens,
-            "total_steps": self.total_steps, "compute_s": round(self.compute_s, 6),
-            "done": self.done, "stop_reason": self.stop_reason,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "StepRecord":
-        v = d.get("verdict")
-        return cls(
-            index=int(d["index"]), kind=str(d["kind"]),
-            tree=DraftTree.from_dict(d["tree"]) if d.get("tree") else None,
-            phases=tuple(DraftPhase(str(p["name"]), tuple(int(x) for x in p["depths"]), int(p["candidates"]),
-                                    float(p["seconds"])) for p in d.get("phases", [])),
-            verdict=None if v is None else Verdict(
-                tuple(int(x) for x in v["accepted"]), int(v["bonus"]), tuple(int(x) for x in v["target_token"]),
-                tuple(float("nan") if x is None else float(x) for x in v["target_prob"])),
-            new_token_ids=tuple(int(x) for x in d["new_token_ids"]),
-            draft_s=float(d["draft_s"]), verify_s=float(d["verify_s"]), commit_s=float(d["commit_s"]),
-            total_new_tokens=int(d["total_new_tokens"]), total_steps=int(d["total_steps"]),
-            compute_s=float(d["compute_s"]), done=bool(d["done"]), stop_reason=d.get("stop_reason"),
-        )
-
-
 class Decoder:
     """What both decoders share: the prompt, the target's cache, sampling, stopping, counters."""
 
     kind = "abstract"
+    method = "abstract"  # what generate() reports: "ar", or the drafting mode
+    tree_cfg: TreeConfig | None = None  # the draft tree's shape; None for plain decoding
 
     def __init__(self, target: Target, prompt_ids, decode: DecodeConfig = DecodeConfig()):
         self.target, self.decode = target, decode
@@ -130,16 +77,19 @@ class Decoder:
         feats = self.target.forward(ids, torch.arange(n, device=ids.device), None, self.cache)
         return feats
 
-    def _record(self, kind, new, reason, draft_s, verify_s, commit_s, tree=None, phases=(), verdict=None):
+    def _record(self, kind: str, new: list[int], reason: str | None, draft_s: float, verify_s: float,
+                commit_s: float, tree: DraftTree | None = None, phases=(), verdict: Verdict | None = None,
+                ) -> StepRecord:
         self.generated += new
         self.done = reason is not None
         self.stop_reason = reason
-        index = self.steps if kind == "prefill" else self.steps + 1
-        if kind != "prefill":
+        if kind != PREFILL:
             self.steps += 1
         self._compute += time.perf_counter() - self._step_t0
-        return StepRecord(index, kind, tree, tuple(phases), verdict, tuple(new), draft_s, verify_s, commit_s,
-                          len(self.generated), self.steps, self._compute, self.done, reason)
+        return StepRecord(index=self.steps, kind=kind, tree=tree, phases=tuple(phases), verdict=verdict,
+                          new_token_ids=tuple(new), draft_s=draft_s, verify_s=verify_s, commit_s=commit_s,
+                          total_new_tokens=len(self.generated), total_steps=self.steps, compute_s=self._compute,
+                          done=self.done, stop_reason=reason)
 
     def step(self) -> StepRecord:
         if self.done:
@@ -164,7 +114,7 @@ class Decoder:
             new, reason = self._stop([first])
             if reason is None:
                 self._after_prefill(feats, first)
-            return self._record("prefill", new, reason, 0.0, verify_s, self._clock.lap())
+            return self._record(PREFILL, new, reason, draft_s=0.0, verify_s=verify_s, commit_s=self._clock.lap())
         return self._decode_step()
 
     def _after_prefill(self, feats: torch.Tensor, first: int) -> None:
@@ -177,7 +127,8 @@ class Decoder:
 class AutoregressiveDecoder(Decoder):
     """Plain decoding: one target forward, one token per step. The baseline every speedup is measured against."""
 
-    kind = "autoregressive"
+    kind = AUTOREGRESSIVE
+    method = "ar"
 
     def _decode_step(self) -> StepRecord:
         pos = self.seq_len - 1
@@ -186,19 +137,20 @@ class AutoregressiveDecoder(Decoder):
         token = self._pick(self.target.logits(feats)[0])
         verify_s = self._clock.lap()
         new, reason = self._stop([token])
-        return self._record(self.kind, new, reason, 0.0, verify_s, 0.0)
+        return self._record(self.kind, new, reason, draft_s=0.0, verify_s=verify_s, commit_s=0.0)
 
 
 class SpeculativeDecoder(Decoder):
     """Draft a tree, verify it in one target forward, commit the accepted path and the bonus token."""
 
-    kind = "speculative"
+    kind = SPECULATIVE
 
     def __init__(self, target: Target, drafter: GumihoDrafter, prompt_ids, decode: DecodeConfig = DecodeConfig(),
                  tree: TreeConfig = TreeConfig(), trace: bool = True):
         super().__init__(target, prompt_ids, decode)
         _check_tree(tree, drafter, target)
         self.tree_cfg = tree
+        self.method = tree.mode
         self.trace = trace  # per-phase timings (device syncs) and target probabilities in the records
         self.ctx = DraftContext(drafter)
 
@@ -219,7 +171,8 @@ class SpeculativeDecoder(Decoder):
         if reason is None:
             self._commit(verdict, feats, past, new)
         commit_s = self._clock.lap()
-        return self._record(self.kind, new, reason, draft_s, verify_s, commit_s, tree, phases, verdict)
+        return self._record(self.kind, new, reason, draft_s=draft_s, verify_s=verify_s, commit_s=commit_s, tree=tree,
+                            phases=phases, verdict=verdict)
 
     def _verify(self, tree: DraftTree, past: int) -> tuple[Verdict, torch.Tensor]:
         dev = self.target.device
@@ -279,47 +232,22 @@ def start(method: str, target: Target, prompt_ids, decode: DecodeConfig = Decode
     return SpeculativeDecoder(target, drafter, prompt_ids, decode, replace(tree, mode=method), trace)
 
 
-@dataclass(frozen=True)
-class RunResult:
-    method: str
-    prompt_ids: tuple[int, ...]
-    token_ids: tuple[int, ...]  # new tokens only
-    steps: int  # decoding steps, the prefill not counted
-    wall_s: float
-    stop_reason: str | None
-    records: tuple[StepRecord, ...]
-
-    @property
-    def new_tokens(self) -> int:
-        return len(self.token_ids)
-
-    @property
-    def mean_accept_len(self) -> float:
-        """Tokens per target pass (bonus included), over decoding steps; the prefill's token is not counted."""
-        return (self.new_tokens - 1) / self.steps if self.steps else 0.0
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
-
-    def summary(self) -> dict:
-        return {"method": self.method, "token_ids": list(self.token_ids), "steps": self.steps,
-                "new_tokens": self.new_tokens, "mean_accept_len": round(self.mean_accept_len, 4),
-                "wall_s": round(self.wall_s, 4), "tokens_per_s": round(self.tokens_per_s, 3),
-                "stop_reason": self.stop_reason}
-
-
-def generate(decoder: Decoder, method: str | None = None, keep_records: bool = True, on_step=None) -> RunResult:
-    """Run a session to the end. on_step(record) is called after each step (progress bars, streaming)."""
-    records = []
-    t0 = time.perf_counter()
+def generate(decoder: Decoder, method: str | None = None, keep_records: bool = True, on_step=None,
+             lock=None) -> RunResult:
+    """Run a session to the end: the one decode loop. on_step(record) is called after each step (progress
+    bars, streaming). `lock` (e.g. a threading.Lock shared by several sessions) is held for each step only,
+    so sessions take turns step by step; wall_s counts the time inside the steps, waits for the lock excluded."""
+    records, wall = [], 0.0
     while not decoder.done:
-        rec = decoder.step()
+        with lock or contextlib.nullcontext():
+            t0 = time.perf_counter()
+            rec = decoder.step()
+            wall += time.perf_counter() - t0
         if keep_records:
             records.append(rec)
         if on_step is not None:
             on_step(rec)
-    wall = time.perf_counter() - t0
-    method = method or ("ar" if isinstance(decoder, AutoregressiveDecoder) else decoder.tree_cfg.mode)
-    return RunResult(method, tuple(decoder.prompt_ids), tuple(decoder.generated), decoder.steps, wall,
-                     decoder.stop_reason, tuple(records))
+    return RunResult(method=method or decoder.method, prompt_ids=tuple(decoder.prompt_ids),
+                     token_ids=tuple(decoder.generated), steps=decoder.steps, wall_s=wall,
+                     stop_reason=decoder.stop_reason, records=tuple(records), decode=decoder.decode,
+                     tree=decoder.tree_cfg)

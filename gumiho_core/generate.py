@@ -105,11 +105,7 @@ def run(args) -> dict:
     session = start(args.method, target, prompt_ids, decode, tree or TreeConfig(), drafter)
     stream = None if args.json else _Streamer(target.tokenizer)
     result = generate(session, args.method, keep_records=False, on_step=stream)
-    out = result.summary()
-    out["text"] = decode_tokens(target.tokenizer, result.token_ids)
-    out.update(target=target.name, prompt_tokens=len(prompt_ids), tree=tree.to_dict() if tree else None,
-               tree_source=note, decode=decode.to_dict())
-    return out
+    return result.report(decode_tokens(target.tokenizer, result.token_ids), target.name, note)
 
 
 class _Streamer:

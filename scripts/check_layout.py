@@ -57,8 +57,20 @@ def _absolute(name: str, node: ast.ImportFrom, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _bound(path: Path) -> set[str]:
+    """Names a package's __init__ binds at its top level (those shadow submodules of the same name)."""
+    out = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out.add(node.name)
+    return out
+
+
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The project modules `name` imports (a `from package import name` of a submodule counts as that module)."""
+    """The project modules `name` imports (a `from package import name` of a submodule counts as that module,
+    unless the package's __init__ binds that name itself)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = set()
     for node in ast.walk(tree):
@@ -67,7 +79,9 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(name, node, path.name == "__init__.py")
             found.add(base)
-            found |= {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known}
+            shadowed = _bound(known[base]) if known.get(base, Path()).name == "__init__.py" else set()
+            found |= {f"{base}.{a.name}" for a in node.names
+                      if f"{base}.{a.name}" in known and a.name not in shadowed}
     return {m for m in found if m in known and m != name}
 
 

@@ -3,7 +3,7 @@
 the baseline; and the whole runs of whole-run mode (ZeroGPU) and of the API."""
 from __future__ import annotations
 
-from gumiho_core import GumihoError, RunResult, decode_tokens, encode_prompt, start, token_pieces
+from gumiho_core import GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
 
 from ..state import Run, Settings
 from .backend import Backend
@@ -102,23 +102,15 @@ def compute_run(backend: Backend, settings: Settings) -> Run:
 
 
 def api_generate(backend: Backend, settings: Settings) -> dict:
-    """The whole run, as the CLI's --json prints it (RunResult.summary() plus text and settings).
+    """The whole run, as the CLI's --json prints it (the same RunResult.report()).
 
-    Its steps take turns with the page's visitors; wall_s is their compute time (compute_s), waits excluded.
+    Its steps take turns with the page's visitors on the step lock; wall_s is their compute time, waits excluded.
     """
     loaded = backend.get()
     settings = backend.settle(settings, wait=True)
     ids = prompt_ids(backend, loaded, settings.prompt)
-    drafter = _drafter(loaded, settings.method)
-    session = start(settings.method, loaded.target, ids, settings.decode, settings.tree, drafter)
-    record = None
-    while not session.done:
-        record = _step(backend, session)
-    result = RunResult(settings.method, tuple(session.prompt_ids), tuple(session.generated), session.steps,
-                       record.compute_s, session.stop_reason, ())
-    out = result.summary()
-    out["text"] = decode_tokens(loaded.target.tokenizer, result.token_ids)
-    tree = settings.tree.with_(mode=settings.method) if drafter is not None else None
-    out.update(target=loaded.target.name, prompt_tokens=len(ids), tree=tree.to_dict() if tree else None,
-               tree_source=settings.tree_source if tree else None, decode=settings.decode.to_dict())
-    return out
+    session = start(settings.method, loaded.target, ids, settings.decode, settings.tree,
+                    _drafter(loaded, settings.method))
+    result = generate(session, keep_records=False, lock=backend.step_lock)
+    return result.report(decode_tokens(loaded.target.tokenizer, result.token_ids), loaded.target.name,
+                         settings.tree_source)
