@@ -6,7 +6,7 @@ from html import escape
 
 import gradio as gr
 
-from gumiho_core import GumihoError
+from gumiho_core import AR, GUMIHO, GumihoError
 
 from . import runfile
 from .animation import play
@@ -94,7 +94,7 @@ def on_load(view: View, user: UserState, path):
 def on_preset(backend: Backend, name: str, *values):
     """A preset fills the advanced tree fields ("auto": with gumiho's tree as it stands now); "custom" leaves
     them as they are (sent back: a value, never a bare update, see screen.picture())."""
-    cfg = backend.auto_tree("gumiho").tree if name == AUTO else tree_presets(backend.device).get(name)
+    cfg = backend.auto_tree(GUMIHO).tree if name == AUTO else tree_presets(backend.device).get(name)
     if cfg is None:
         return list(values)
     return [getattr(cfg, k) for k in TREE_FIELDS]
@@ -126,7 +126,7 @@ def on_temperature(temperature):
 
 def on_method(method):
     """Plain decoding drafts no tree: its settings are off while it is chosen."""
-    return [gr.update(interactive=method != "ar")] * (1 + len(TREE_FIELDS))
+    return [gr.update(interactive=method != AR)] * (1 + len(TREE_FIELDS))
 
 
 def on_tick(news: News, backend: Backend, user: UserState):

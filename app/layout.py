@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from gumiho_core import GUMIHO
+
 from . import runfile
 from .backend import Backend
 from .events import wire
@@ -47,7 +49,7 @@ def _advanced(backend: Backend) -> dict:
         preset = gr.Dropdown(preset_choices(backend.device), value=AUTO, label="Tree preset",
                              info="auto: the best tree measured on this device; the others fill the fields below",
                              elem_id="preset")
-        cfg = backend.auto_tree("gumiho").tree
+        cfg = backend.auto_tree(GUMIHO).tree
         tree = {k: gr.Number(getattr(cfg, k), precision=0, label=k, info=TREE_TIPS[k], elem_id=f"tree-{k}")
                 for k in TREE_FIELDS}
         auto = gr.Markdown(auto_note(backend.status()), elem_id="auto-note")

@@ -7,6 +7,8 @@ import tempfile
 
 import gradio as gr
 
+from gumiho_core import AR
+
 from . import runfile
 from .render.charts import all_figures
 from .render.explain import how_it_works_md, numbers_html, step_caption, step_caption_placeholder
@@ -83,7 +85,7 @@ def _step_on_screen(view: View, user: UserState) -> dict:
     return {
         view.caption: step_caption(rec, stage, run.pieces, run.prompt_tokens),
         view.tree: tree_svg(rec, run.pieces, stage),
-        view.legend: legend_html(proposers_in(run.records[: user.cursor + 1]), key=run.settings.method != "ar"),
+        view.legend: legend_html(proposers_in(run.records[: user.cursor + 1]), key=run.settings.method != AR),
         view.text: output_html(run.records[: upto + 1], run.pieces, run.special_ids,
                                highlight=rec.index if stage == COMMITTED else None),
         view.answer: _answer_so_far(user, upto),

@@ -8,13 +8,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from gumiho_core import METHODS, DecodeConfig, GumihoError, TreeConfig
+from gumiho_core import TREE_FIELDS, DecodeConfig, GumihoError, TreeConfig, check_method
 
 from .state import Settings
 
 MAX_NEW_TOKENS = 1024  # the app's own bound: a run is watched, step by step
 AUTO, CUSTOM = "auto", "custom"  # auto: the tree measured best on this device (TreeChoice), as the CLI's --tree auto
-TREE_FIELDS = ("top_k", "mlp_topk", "pruning", "total_tokens", "depth")
 API_TREES = ("auto", "paper")  # the endpoint's choices, as the CLI's --tree
 
 
@@ -120,12 +119,6 @@ def check_prompt(prompt) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise GumihoError("the prompt is empty: type something for the model to answer")
     return prompt
-
-
-def check_method(method) -> str:
-    if method not in METHODS:
-        raise GumihoError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    return method
 
 
 def parse_settings(form: Form, device: str) -> Settings:

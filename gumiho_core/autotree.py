@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .config import DecodeConfig, TreeConfig
+from .config import GUMIHO, SERIAL, DecodeConfig, DrafterConfig, TreeConfig
 from .drafter import GumihoDrafter
 from .drafting import build_tree
 from .engine import SpeculativeDecoder, generate
@@ -56,7 +56,7 @@ class TreeChoice:
     alternatives: list = field(default_factory=list)  # runner-up candidates, best first
     device: str = ""
     calibration_steps: int = 0
-    serial_steps: int = 2  # the drafter's (DrafterConfig.serial_steps): depths beyond it are the MLP heads'
+    serial_steps: int = DrafterConfig.serial_steps  # the drafter's: depths beyond it are the MLP heads'
 
     @property
     def tokens_per_s(self) -> float:
@@ -77,7 +77,7 @@ class TreeChoice:
 
     def _depth_note(self) -> str:
         t = self.tree
-        if t.mode != "gumiho" or t.depth > self.serial_steps:
+        if t.mode != GUMIHO or t.depth > self.serial_steps:
             return ""
         return (f" It stops at depth {t.depth}: with these heads, on this device, the deeper levels the MLP heads "
                 "propose are accepted too rarely to pay for their drafting and verification. The paper tree shows "
@@ -152,7 +152,7 @@ def measure_draft(session: SpeculativeDecoder, mode: str, reps: int = 3) -> dict
     """{"top_k,depth": seconds to draft a tree} at the session's context."""
     out = {}
     for k in TOP_K_GRID:
-        for depth in range(1, 8):
+        for depth in range(1, session.ctx.drafter.cfg.max_depth + 1):
             cfg = TreeConfig(mode=mode, top_k=k, mlp_topk=BEAM, pruning=BEAM, total_tokens=2, depth=depth)
             out[f"{k},{depth}"] = _timed(lambda cfg=cfg: build_tree(session.ctx, session.generated[-1], cfg), reps,
                                          session.target.device)
@@ -168,13 +168,14 @@ def _sibling_rank(tree: DraftTree) -> list[int]:
     return rank
 
 
-def candidate_order(tree: DraftTree, mode: str, top_k: int, depth: int, serial_steps: int = 2) -> list[int]:
+def candidate_order(tree: DraftTree, mode: str, top_k: int, depth: int,
+                    serial_steps: int = DrafterConfig.serial_steps) -> list[int]:
     """Nodes a (top_k, depth) drafter would propose, approximated inside a larger drafted tree, best first.
 
     A tree of n nodes keeps the root and the first n - 1 of them (an ancestor-closed set).
     """
     rank = _sibling_rank(tree)
-    serial_levels = depth if mode == "serial" else serial_steps
+    serial_levels = depth if mode == SERIAL else serial_steps
     valid = {0}
     for d in range(1, depth + 1):
         level = [i for i in range(len(tree)) if tree.depth[i] == d and tree.parents[i] in valid]
@@ -262,14 +263,13 @@ def choose_tree(target: Target, drafter: GumihoDrafter, mode: str = "gumiho", pr
 
 def _best(steps, mode, serial_steps, verify_s, draft_s, commit_s, ar_s, device) -> TreeChoice:
     scored = []
-    for k in TOP_K_GRID:
-        for depth in range(1, 8):
-            orders = [candidate_order(t, mode, k, depth, serial_steps) for t, _ in steps]
-            for n in NODES_GRID:
-                acc = [accepted_in(t, {0, *order[: n - 1]}, tt) for (t, tt), order in zip(steps, orders)]
-                per_step = 1 + statistics.mean(acc)
-                step = draft_s[f"{k},{depth}"] + verify_s[str(n)] + commit_s
-                scored.append((per_step / step, per_step, step, k, depth, n))
+    for k, depth in sorted(tuple(int(x) for x in key.split(",")) for key in draft_s):  # measured (top_k, depth)
+        orders = [candidate_order(t, mode, k, depth, serial_steps) for t, _ in steps]
+        for n in NODES_GRID:
+            acc = [accepted_in(t, {0, *order[: n - 1]}, tt) for (t, tt), order in zip(steps, orders)]
+            per_step = 1 + statistics.mean(acc)
+            step = draft_s[f"{k},{depth}"] + verify_s[str(n)] + commit_s
+            scored.append((per_step / step, per_step, step, k, depth, n))
     scored.sort(reverse=True)
     best = scored[0]
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import torch
 
-from .config import DecodeConfig, TreeConfig, check_method
+from .config import AR, GUMIHO, DecodeConfig, TreeConfig, check_method
 from .drafter import GumihoDrafter
 from .drafting import DraftContext, build_tree
 from .errors import GumihoError
@@ -128,7 +128,7 @@ class AutoregressiveDecoder(Decoder):
     """Plain decoding: one target forward, one token per step. The baseline every speedup is measured against."""
 
     kind = AUTOREGRESSIVE
-    method = "ar"
+    method = AR
 
     def _decode_step(self) -> StepRecord:
         pos = self.seq_len - 1
@@ -206,7 +206,7 @@ def _check_prompt(prompt_ids, target: Target) -> list[int]:
 
 def _check_tree(tree: TreeConfig, drafter: GumihoDrafter, target: Target) -> None:
     dc = drafter.cfg
-    if tree.mode == "gumiho" and tree.depth > dc.serial_steps + dc.mlp_heads:
+    if tree.mode == GUMIHO and tree.depth > dc.serial_steps + dc.mlp_heads:
         raise GumihoError(f"depth {tree.depth} needs more heads than this drafter has: at most "
                           f"{dc.serial_steps + dc.mlp_heads} ({dc.serial_steps} serial steps + "
                           f"{dc.mlp_heads} MLP heads)")
@@ -225,7 +225,7 @@ def start(method: str, target: Target, prompt_ids, decode: DecodeConfig = Decode
     trace=False skips what only a viewer needs (per-phase device syncs, target probabilities per node).
     """
     check_method(method)
-    if method == "ar":
+    if method == AR:
         return AutoregressiveDecoder(target, prompt_ids, decode)
     if drafter is None:
         raise GumihoError(f"method {method!r} needs a drafter; load one with load_drafter()")

@@ -10,16 +10,13 @@ import logging
 import sys
 import types
 
-from .config import METHODS, DecodeConfig, TreeConfig
+from .config import AR, METHODS, TREE_FIELDS, DecodeConfig, TreeConfig
 from .engine import generate, start
 from .errors import GumihoError
 from .models import load_drafter, load_target
 from .text import decode_tokens, encode_prompt
 
 log = logging.getLogger(__name__)
-
-
-TREE_FIELDS = ("top_k", "mlp_topk", "pruning", "total_tokens", "depth")
 
 
 def target_from_args(args):
@@ -97,7 +94,7 @@ def run(args) -> dict:
         raise GumihoError("the prompt is empty: type something for the model to answer")
     target = target_from_args(args)
     drafter = tree = note = None
-    if args.method != "ar":
+    if args.method != AR:
         drafter = load_drafter(args.draft, target)
         tree, note = resolve_tree(args, args.method, target, drafter)
         log.info("tree: %s", note)

@@ -11,14 +11,23 @@ from functools import cached_property
 
 import torch
 
-ROOT = "root"
+from .config import SERIAL, DrafterConfig
+
+ROOT, PARALLEL = "root", "parallel"  # the root's proposer; the drafting phase of every MLP head
+SERIAL_STEP, MLP_HEAD = "serial", "mlp"  # proposers are "serial<d>" and "mlp<m>", 1-based
 
 
-def proposer_name(mode: str, depth: int, serial_steps: int = 2) -> str:
+def proposer_name(mode: str, depth: int, serial_steps: int = DrafterConfig.serial_steps) -> str:
     """Label of what drafted a node at `depth`: serial step d, or MLP head m (1-based)."""
-    if mode == "serial" or depth <= serial_steps:
-        return f"serial{depth}"
-    return f"mlp{depth - serial_steps}"
+    if mode == SERIAL or depth <= serial_steps:
+        return f"{SERIAL_STEP}{depth}"
+    return f"{MLP_HEAD}{depth - serial_steps}"
+
+
+def phase_of(proposer: str) -> str:
+    """The drafting phase that proposed a node: each serial step is a phase of its own (named like its
+    proposer); the MLP heads all draft at once, in the phase "parallel"."""
+    return PARALLEL if proposer.startswith(MLP_HEAD) else proposer
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +59,11 @@ class DraftTree:
     @property
     def max_depth(self) -> int:
         return max(self.depth)
+
+    @cached_property
+    def phase(self) -> tuple[str, ...]:
+        """The drafting phase (DraftPhase.name) that proposed each node; "root" for the root."""
+        return tuple(phase_of(p) for p in self.proposer)
 
     @cached_property
     def children(self) -> tuple[tuple[int, ...], ...]:

@@ -3,9 +3,9 @@ CLI and the app's API both return."""
 import threading
 
 import pytest
+from tiny import random_drafter, tiny_target
 
 from gumiho_core import DecodeConfig, TreeConfig, generate, start
-from tiny import random_drafter, tiny_target
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import threading
 
 import torch
 
-from gumiho_core import GumihoError, resolve_device
+from gumiho_core import GUMIHO, GumihoError, resolve_device
 
 from ..state import ServerStatus, Settings
 from .auto_tree import AutoPick, AutoTree
@@ -66,7 +66,7 @@ class Backend:
 
     def status(self) -> ServerStatus:
         """A snapshot of the models and the auto tree, for the page's status lines."""
-        loaded, auto = self.loader.loaded, self.auto_tree("gumiho")
+        loaded, auto = self.loader.loaded, self.auto_tree(GUMIHO)
         drafter = loaded.drafter if loaded else None
         return ServerStatus(
             target_spec=self.loader.target_spec, device=self.device,

@@ -3,7 +3,7 @@
 the baseline; and the whole runs of whole-run mode (ZeroGPU) and of the API."""
 from __future__ import annotations
 
-from gumiho_core import GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
+from gumiho_core import AR, GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
 
 from ..state import Run, Settings
 from .backend import Backend
@@ -37,7 +37,7 @@ def prompt_ids(backend: Backend, loaded: Loaded, prompt: str) -> list[int]:
 
 
 def _drafter(loaded: Loaded, method: str):
-    if method == "ar":
+    if method == AR:
         return None
     if loaded.drafter is None:
         raise GumihoError(f"method {method} needs the drafter, which could not be loaded ({loaded.drafter_error}). "
@@ -52,7 +52,7 @@ def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
     target, tok = loaded.target, loaded.target.tokenizer
     ids = prompt_ids(backend, loaded, settings.prompt)
     session = start(settings.method, target, ids, settings.decode, settings.tree, _drafter(loaded, settings.method))
-    baseline = None if settings.method == "ar" else start("ar", target, ids, settings.decode)
+    baseline = None if settings.method == AR else start(AR, target, ids, settings.decode)
     run = Run(settings, target.name, backend.device, len(ids), notes=list(loaded.notes),
               special_ids=set(tok.all_special_ids))
     live = Live(session, baseline, tok, backend.live)

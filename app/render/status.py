@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import PurePath
 
-from gumiho_core import TREE_MODES
+from gumiho_core import AR, TREE_MODES
 
 from ..messages import scrub
 from ..settings import AUTO, fallback_preset
@@ -47,7 +47,7 @@ def describe(user: UserState) -> str:
 
 def _tree_words(run) -> str:
     s = run.settings
-    if s.method == "ar" or s.tree is None:
+    if s.method == AR or s.tree is None:
         return ""
     fallback = " (not measured here yet)" if s.preset != AUTO and s.preset.startswith(AUTO) else ""
     return f", tree <i>{escape(s.preset)}</i>{fallback}: {s.tree.total_tokens} nodes"
