@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,7 +28,7 @@ from .engine import SpeculativeDecoder, generate
 from .kv_cache import crop_cache
 from .models import cache_dir
 from .target import Target
-from .timing import synchronize
+from .timing import device_name, synchronize
 from .tree import DraftTree
 
 log = logging.getLogger(__name__)
@@ -94,20 +93,6 @@ class TreeChoice:
 
 
 # -- measurements ------------------------------------------------------------------------------
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {torch.get_num_threads()} threads"
-
-
 def _timed(fn, reps: int, device) -> float:
     fn()  # warm-up
     times = []

@@ -23,15 +23,14 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .autotree import device_name
+from .cli import bad_input, explicit_tree, model_args, quiet_transformers, resolve_tree, target_from_args, tree_args
 from .config import DecodeConfig, TreeConfig
 from .cpu_kernels import stock_kernels
 from .engine import generate, start
 from .errors import GumihoError
-from .generate import explicit_tree, model_args, quiet_transformers, resolve_tree, target_from_args, tree_args
 from .models import ASSETS, load_drafter
 from .text import encode_prompt
-from .timing import synchronize
+from .timing import device_name, synchronize
 
 log = logging.getLogger(__name__)
 ALL_METHODS = ("ar", "hf", "hf-lookup", "gumiho", "serial")
@@ -219,8 +218,7 @@ def main(argv=None) -> int:
         DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature)
         results = bench(args)
     except GumihoError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return bad_input(e)
     for m, note in results["tree_source"].items():
         print(f"[{m}] {note}")
     print(table(results))

@@ -26,7 +26,7 @@ def app_view():
 
 
 def cli_json(capsys, *argv) -> dict:
-    from gumiho_core.generate import main
+    from gumiho_core.cli import main
 
     assert main(["--prompt", PROMPT, "--json", "--device", "cpu", *PAPER_FLAGS, *argv]) == 0
     return json.loads(capsys.readouterr().out)

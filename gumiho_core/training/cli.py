@@ -21,7 +21,7 @@ from safetensors import safe_open
 from tqdm import tqdm
 
 from ..errors import GumihoError
-from ..generate import model_args, quiet_transformers
+from ..cli import model_args, quiet_transformers
 from ..models import ASSETS, cache_dir
 from .trainer import TrainConfig as TrainDefaults
 
@@ -176,7 +176,7 @@ def model_card(target, meta: dict, history: list[dict], report: dict | None, ans
 
 
 def device_label(target) -> str:
-    from ..autotree import device_name
+    from ..timing import device_name
 
     return device_name(target.device).split(", ")[0]  # the thread count is the shipping process's, not training's
 
