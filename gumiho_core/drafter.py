@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -20,6 +20,7 @@ from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, Lla
 from .config import DrafterConfig
 from .errors import GumihoError
 from .kv_cache import KVCache
+from .target import SharedWeights
 
 log = logging.getLogger(__name__)
 FORMAT = "gumiho_core-drafter-1"
@@ -34,15 +35,6 @@ def llama_config(cfg: DrafterConfig) -> LlamaConfig:
         rope_parameters=dict(cfg.rope_parameters), max_position_embeddings=cfg.max_position_embeddings,
         hidden_act=cfg.hidden_act, num_hidden_layers=cfg.num_layers, mlp_bias=False,
     )
-
-
-@dataclass(frozen=True, eq=False)
-class SharedWeights:
-    """The target's frozen token embedding [V, H] and lm_head [V', H] (V' < V with a reduced draft vocabulary)."""
-
-    embed: torch.Tensor
-    lm_head: torch.Tensor
-    vocab_map: torch.Tensor | None = None  # [V'] target ids of the lm_head rows, None = identity
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -166,6 +158,11 @@ class GumihoDrafter(nn.Module):
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         """Draft logits over the draft vocabulary (the target's, or its reduced subset)."""
         return F.linear(features.to(self.shared.lm_head.dtype), self.shared.lm_head)
+
+    @property
+    def draft_vocab_size(self) -> int:
+        """Tokens the drafter proposes from: the target's vocabulary, or its reduced subset."""
+        return self.shared.lm_head.shape[0]
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         vm = self.shared.vocab_map

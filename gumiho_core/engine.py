@@ -17,7 +17,7 @@ from .config import AR, GUMIHO, DecodeConfig, TreeConfig, check_method
 from .drafter import GumihoDrafter
 from .drafting import DraftContext, build_tree
 from .errors import GumihoError
-from .kv_cache import keep_accepted
+from .kv_cache import crop_cache, keep_accepted
 from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, RunResult, StepRecord
 from .target import Target
 from .timing import Stopwatch
@@ -51,6 +51,11 @@ class Decoder:
     def seq_len(self) -> int:
         return len(self.prompt_ids) + len(self.generated)
 
+    @property
+    def last_token(self) -> int:
+        """The last token produced: the next step's input (the root of its draft tree), not yet in the cache."""
+        return self.generated[-1]
+
     def _pick(self, logits: torch.Tensor) -> int:
         """The target's next token from logits [V]: argmax, or a draw from the warped distribution."""
         if self.decode.greedy:
@@ -76,6 +81,21 @@ class Decoder:
         ids = torch.tensor(self.prompt_ids, device=self.target.device)
         feats = self.target.forward(ids, torch.arange(n, device=ids.device), None, self.cache)
         return feats
+
+    def _forward_last(self) -> torch.Tensor:
+        """Features [1, H] of the last token at its position: a plain decoding step's forward (extends the cache)."""
+        last = torch.tensor([self.last_token], device=self.target.device)
+        return self.target.forward(last, torch.tensor([self.seq_len - 1], device=last.device), None, self.cache)
+
+    @torch.inference_mode()
+    def verify_forward(self, tree: DraftTree | None = None) -> torch.Tensor:
+        """The target's logits [n, V] over `tree` (None: over the last token alone, as a plain step) after the
+        current context, the cache left as it was: what one verification costs, for measuring."""
+        past = self.cache.get_seq_length()
+        feats = self._forward_last() if tree is None else self.target.forward_tree(tree, self.cache)
+        logits = self.target.logits(feats)
+        crop_cache(self.cache, past)
+        return logits
 
     def _record(self, kind: str, new: list[int], reason: str | None, draft_s: float, verify_s: float,
                 commit_s: float, tree: DraftTree | None = None, phases=(), verdict: Verdict | None = None,
@@ -131,10 +151,7 @@ class AutoregressiveDecoder(Decoder):
     method = AR
 
     def _decode_step(self) -> StepRecord:
-        pos = self.seq_len - 1
-        last = torch.tensor([self.generated[-1]], device=self.target.device)
-        feats = self.target.forward(last, torch.tensor([pos], device=last.device), None, self.cache)
-        token = self._pick(self.target.logits(feats)[0])
+        token = self._pick(self.target.logits(self._forward_last())[0])
         verify_s = self._clock.lap()
         new, reason = self._stop([token])
         return self._record(self.kind, new, reason, draft_s=0.0, verify_s=verify_s, commit_s=0.0)
@@ -152,7 +169,12 @@ class SpeculativeDecoder(Decoder):
         self.tree_cfg = tree
         self.method = tree.mode
         self.trace = trace  # per-phase timings (device syncs) and target probabilities in the records
+        self.drafter = drafter
         self.ctx = DraftContext(drafter)
+
+    def draft(self, cfg: TreeConfig | None = None) -> DraftTree:
+        """The tree this session would draft now (under `cfg`, default its own); the session is left as it was."""
+        return build_tree(self.ctx, self.last_token, cfg or self.tree_cfg)[0]
 
     def _after_prefill(self, feats: torch.Tensor, first: int) -> None:
         # drafter pairs (f_i, x_{i+1}): each prompt feature with the token that follows it
@@ -161,11 +183,11 @@ class SpeculativeDecoder(Decoder):
 
     def _decode_step(self) -> StepRecord:
         past = self.cache.get_seq_length()  # the root (last token) is not in the cache yet
-        tree, phases = build_tree(self.ctx, self.generated[-1], self.tree_cfg,
+        tree, phases = build_tree(self.ctx, self.last_token, self.tree_cfg,
                                   max_depth=self.target.max_len - self.seq_len,
                                   clock=self._clock if self.trace else None)
         draft_s = sum(p.seconds for p in phases) + self._clock.lap()
-        verdict, feats = self._verify(tree, past)
+        verdict, feats = self._verify(tree)
         verify_s = self._clock.lap()
         new, reason = self._stop([tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus])
         if reason is None:
@@ -174,11 +196,8 @@ class SpeculativeDecoder(Decoder):
         return self._record(self.kind, new, reason, draft_s=draft_s, verify_s=verify_s, commit_s=commit_s, tree=tree,
                             phases=phases, verdict=verdict)
 
-    def _verify(self, tree: DraftTree, past: int) -> tuple[Verdict, torch.Tensor]:
-        dev = self.target.device
-        tokens = torch.tensor(tree.tokens, device=dev)
-        mask = tree.attention_mask(past, self.target.dtype, dev)
-        feats = self.target.forward(tokens, tree.position_ids(past, dev)[0], mask, self.cache)  # [n, H]
+    def _verify(self, tree: DraftTree) -> tuple[Verdict, torch.Tensor]:
+        feats = self.target.forward_tree(tree, self.cache)  # [n, H]
         logits = self.target.logits(feats)
         if self.decode.greedy:
             return verify_greedy(tree, logits, self.trace), feats
@@ -206,16 +225,16 @@ def _check_prompt(prompt_ids, target: Target) -> list[int]:
 
 def _check_tree(tree: TreeConfig, drafter: GumihoDrafter, target: Target) -> None:
     dc = drafter.cfg
-    if tree.mode == GUMIHO and tree.depth > dc.serial_steps + dc.mlp_heads:
+    if tree.mode == GUMIHO and tree.depth > dc.max_depth:
         raise GumihoError(f"depth {tree.depth} needs more heads than this drafter has: at most "
-                          f"{dc.serial_steps + dc.mlp_heads} ({dc.serial_steps} serial steps + "
+                          f"{dc.max_depth} ({dc.serial_steps} serial steps + "
                           f"{dc.mlp_heads} MLP heads)")
     if tree.total_tokens > target.max_len:
         raise GumihoError(f"total_tokens {tree.total_tokens} exceeds the context length {target.max_len}")
-    draft_vocab = drafter.shared.lm_head.shape[0]
     for name in ("top_k", "mlp_topk"):
-        if getattr(tree, name) > draft_vocab:
-            raise GumihoError(f"{name} {getattr(tree, name)} exceeds the draft vocabulary size {draft_vocab}")
+        if getattr(tree, name) > drafter.draft_vocab_size:
+            raise GumihoError(f"{name} {getattr(tree, name)} exceeds the draft vocabulary size "
+                              f"{drafter.draft_vocab_size}")
 
 
 def start(method: str, target: Target, prompt_ids, decode: DecodeConfig = DecodeConfig(),

@@ -118,8 +118,8 @@ class DraftTree:
         new_index = {old: new for new, old in enumerate(keep)}
         parents = tuple(-1 if self.parents[i] < 0 else new_index[self.parents[i]] for i in keep)
         pick = lambda a: tuple(a[i] for i in keep)  # noqa: E731
-        return DraftTree(pick(self.tokens), parents, pick(self.depth), pick(self.proposer),
-                         pick(self.logprob), pick(self.score))
+        return DraftTree(tokens=pick(self.tokens), parents=parents, depth=pick(self.depth),
+                         proposer=pick(self.proposer), logprob=pick(self.logprob), score=pick(self.score))
 
     def to_dict(self) -> dict:
         return {
@@ -134,10 +134,10 @@ class DraftTree:
     @classmethod
     def from_dict(cls, d: dict) -> "DraftTree":
         return cls(
-            tuple(int(x) for x in d["tokens"]),
-            tuple(int(x) for x in d["parents"]),
-            tuple(int(x) for x in d["depth"]),
-            tuple(str(x) for x in d["proposer"]),
-            tuple(float(x) for x in d["logprob"]),
-            tuple(float(x) for x in d["score"]),
+            tokens=tuple(int(x) for x in d["tokens"]),
+            parents=tuple(int(x) for x in d["parents"]),
+            depth=tuple(int(x) for x in d["depth"]),
+            proposer=tuple(str(x) for x in d["proposer"]),
+            logprob=tuple(float(x) for x in d["logprob"]),
+            score=tuple(float(x) for x in d["score"]),
         )
