@@ -11,4 +11,4 @@ def stages(record: StepRecord) -> tuple[str, ...]:
     """The pictures of one step: its drafting phases, then verification and commit."""
     if record.tree is None or record.verdict is None:
         return (COMMITTED,)
-    return tuple(p.name for p in record.phases if p.name != "context") + (VERIFIED, COMMITTED)
+    return tuple(p.name for p in record.phases) + (VERIFIED, COMMITTED)

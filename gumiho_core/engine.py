@@ -76,7 +76,7 @@ class Decoder:
         return new, None
 
     def _prefill(self) -> torch.Tensor:
-        """Read the prompt; returns its features [n, H] and appends the first token."""
+        """Read the prompt into the target's cache; returns its features [n, H] (the last one gives the first token)."""
         n = len(self.prompt_ids)
         ids = torch.tensor(self.prompt_ids, device=self.target.device)
         feats = self.target.forward(ids, torch.arange(n, device=ids.device), None, self.cache)
@@ -183,10 +183,10 @@ class SpeculativeDecoder(Decoder):
 
     def _decode_step(self) -> StepRecord:
         past = self.cache.get_seq_length()  # the root (last token) is not in the cache yet
+        phase_clock = Stopwatch(self.target.device) if self.trace else None  # syncs the device per phase
         tree, phases = build_tree(self.ctx, self.last_token, self.tree_cfg,
-                                  max_depth=self.target.max_len - self.seq_len,
-                                  clock=self._clock if self.trace else None)
-        draft_s = sum(p.seconds for p in phases) + self._clock.lap()
+                                  max_depth=self.target.max_len - self.seq_len, clock=phase_clock)
+        draft_s = self._clock.lap()  # the whole draft, once: its phases are parts of it
         verdict, feats = self._verify(tree)
         verify_s = self._clock.lap()
         new, reason = self._stop([tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus])

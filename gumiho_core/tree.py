@@ -49,10 +49,6 @@ class DraftTree:
             assert 0 <= p < i, f"node {i} has parent {p}: parents must come first"
             assert self.depth[i] == self.depth[p] + 1, f"node {i} depth {self.depth[i]} != parent's + 1"
 
-    @classmethod
-    def root_only(cls, token: int) -> "DraftTree":
-        return cls((int(token),), (-1,), (0,), (ROOT,), (0.0,), (0.0,))
-
     def __len__(self) -> int:
         return len(self.tokens)
 

@@ -1,8 +1,9 @@
 """The draft tree as an SVG picture: a column per depth, a row per leaf.
 
 A node sits on the row of its best child, so the drafter's favourite continuation reads as one line
-from left to right. The layout is computed once per tree and kept for every stage of the animation
-("serial1", "serial2", "parallel", "verified", "committed"): nodes appear in place, nothing jumps.
+from left to right. The layout depends on the tree alone, so every stage of the animation ("serial1",
+"serial2", "parallel", "verified", "committed") puts each node in the same place: nodes appear in place,
+nothing jumps.
 Pure functions of a StepRecord and the token texts; no Gradio here.
 """
 from __future__ import annotations
