@@ -13,7 +13,6 @@ Public API (the app and the CLIs use only these names):
     GumihoError                                        -- every user-facing error
 """
 from .acceptance import Acceptance
-from .autotree import TreeChoice, cached_tree_choice, choose_tree
 from .config import (
     AR,
     GUMIHO,
@@ -31,6 +30,7 @@ from .drafter import GumihoDrafter
 from .drafting import DraftPhase
 from .engine import generate, start
 from .errors import GumihoError
+from .measure.autotree import TreeChoice, cached_tree_choice, choose_tree
 from .models import DEFAULT_TARGET_NAME, load_drafter, load_target, resolve_device, untrained_drafter
 from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, STEP_KINDS, RunResult, StepRecord
 from .target import Target

@@ -56,7 +56,7 @@ def resolve_tree(args, method: str, target, drafter) -> tuple[TreeConfig, str]:
         return tree.with_(mode=method), "explicit flags"
     if args.tree == "paper":
         return TreeConfig(mode=method), "the authors' tree"
-    from .autotree import choose_tree
+    from .measure.autotree import choose_tree
 
     choice = choose_tree(target, drafter, method)
     return choice.tree.with_(mode=method), choice.summary()

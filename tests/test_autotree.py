@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from gumiho_core import DecodeConfig, TreeConfig, generate, start
-from gumiho_core.autotree import accepted_in, best_choice, candidate_order, choose_tree
-from gumiho_core.costs import BEAM, NODES_GRID, TOP_K_GRID, Costs
+from gumiho_core.measure.autotree import accepted_in, best_choice, candidate_order, choose_tree
+from gumiho_core.measure.costs import BEAM, NODES_GRID, TOP_K_GRID, Costs
 from tiny import random_drafter, tiny_target
 
 

@@ -18,15 +18,15 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .config import GUMIHO, SERIAL, DecodeConfig, DrafterConfig, TreeConfig
+from ..config import GUMIHO, SERIAL, DecodeConfig, DrafterConfig, TreeConfig
+from ..drafter import GumihoDrafter
+from ..engine import SpeculativeDecoder, generate
+from ..models import cache_dir
+from ..target import Target
+from ..text import encode_prompt
+from ..timing import device_name
+from ..tree import DraftTree
 from .costs import BEAM, NODES_GRID, TOP_K_GRID, Costs, measure
-from .drafter import GumihoDrafter
-from .engine import SpeculativeDecoder, generate
-from .models import cache_dir
-from .target import Target
-from .text import encode_prompt
-from .timing import device_name
-from .tree import DraftTree
 
 log = logging.getLogger(__name__)
 VERSION = 2  # 2: the target's packed CPU layers change the costs

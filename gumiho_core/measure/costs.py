@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import SERIAL, TreeConfig
-from .engine import SpeculativeDecoder
-from .timing import device_name, synchronize
-from .tree import ROOT, DraftTree, proposer_name
+from ..config import SERIAL, TreeConfig
+from ..engine import SpeculativeDecoder
+from ..timing import device_name, synchronize
+from ..tree import ROOT, DraftTree, proposer_name
 
 TOP_K_GRID = (1, 2, 3, 4, 6, 8, 10)
 NODES_GRID = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
