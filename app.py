@@ -16,8 +16,8 @@ import logging
 import os
 import sys
 
-from app.runner import AUTO_TREE_POLICIES, DEFAULT_MAX_PROMPT_TOKENS, Models, set_threads
-from app.ui import build_demo, launch_options
+from app.backend import AUTO_TREE_POLICIES, DEFAULT_MAX_PROMPT_TOKENS, Backend, set_threads
+from app.layout import build_demo, launch_options
 from gumiho_core import GumihoError
 
 
@@ -62,17 +62,17 @@ def main(argv=None) -> int:
     zero = _zero_gpu()
     try:
         logging.getLogger("app").info("%d CPU threads for the models", set_threads(args.threads))
-        models = Models(args.target, args.draft, "cuda" if zero and args.device == "auto" else args.device,
+        backend = Backend(args.target, args.draft, "cuda" if zero and args.device == "auto" else args.device,
                         args.max_prompt_tokens, dtype=None if args.dtype == "auto" else args.dtype,
                         device_map=args.device_map, trust_remote_code=args.trust_remote_code,
                         auto_tree=args.auto_tree, whole_runs=zero)
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    demo = build_demo(models)
-    models.start_background()  # load (and measure) while the browser opens; the page says how far it has got
+    demo = build_demo(backend)
+    backend.start_background()  # load (and measure) while the browser opens; the page says how far it has got
     if zero:  # except on ZeroGPU: its GPU worker is forked from this process at the first run, models included
-        models.settled.wait()
+        backend.auto.settled.wait()
     demo.queue(default_concurrency_limit=args.concurrency, max_size=64).launch(**launch_options())
     return 0
 

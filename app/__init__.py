@@ -1,14 +1,17 @@
 """The Gumiho visualiser's user interface. It uses only the public gumiho_core API.
 
-    palette     one look (colour, tag, name) per proposer
-    tree_view   the draft tree as SVG, stage by stage
-    text_view   the answer coloured by origin, and the legend
-    charts      plotly charts of speed, speedup and acceptance
-    explain     captions, big numbers, "How it works"
-    stats       the numbers behind them
-    state       per-user data: the recorded run and the view on it
+    layout      build_demo(): the page's components (gr.Blocks)
+    events      which handler each event calls; the generate API endpoint
+    handlers    one function per event
+    animation   play(): pictures stage by stage, steps computed as the animation reaches them
+    screen      picture(): every output for the step on screen
+    view        the components handlers update (View, News)
+    settings    the Run form as one value (Form) -> validated configs; tree presets
+    state       the data the page shows: per user the recorded run and the view on it; the server's status
+    stages      the pictures of one step, in order
     runfile     export and load of runs as JSON
-    settings    form values -> validated configs; tree presets
-    runner      models (loaded once), starting and advancing runs, the API endpoint
-    ui          build_demo(): the page and its events
+    messages    what a visitor may see of an error
+    backend/    what all visitors share: models (loaded once), the auto tree, live runs, the step lock;
+                starting and advancing runs (no Gradio)
+    render/     pure pictures and words: tree SVG, coloured text, charts, numbers, captions, status lines
 """

@@ -10,7 +10,7 @@ import math
 import os
 from datetime import datetime, timezone
 
-from gumiho_core import DecodeConfig, GumihoError, StepRecord, TreeConfig
+from gumiho_core import METHODS, SPECULATIVE, STEP_KINDS, DecodeConfig, GumihoError, StepRecord, TreeConfig
 
 from .state import Run, Settings
 
@@ -87,8 +87,8 @@ def _settings(data: dict) -> Settings:
     except (GumihoError, TypeError) as e:
         raise RunFileError(f"the run file's settings are invalid: {e}") from None
     method = _get(data, "method", str)
-    if method not in ("gumiho", "serial", "ar"):
-        raise RunFileError(f"field 'method' must be gumiho, serial or ar; found {method!r}")
+    if method not in METHODS:
+        raise RunFileError(f"field 'method' must be {', '.join(METHODS[:-1])} or {METHODS[-1]}; found {method!r}")
     source = data.get("tree_source", "")  # absent in files saved before the auto tree
     if not isinstance(source, str):
         raise RunFileError(f"field 'tree_source' must be a str; found {type(source).__name__}")
@@ -126,11 +126,11 @@ def _check_record(rec: StepRecord, i: int, tokens_before: int) -> None:
     def bad(why: str):
         raise RunFileError(f"step {i} of the run file is inconsistent: {why}")
 
-    if rec.kind not in ("prefill", "speculative", "autoregressive"):
+    if rec.kind not in STEP_KINDS:
         bad(f"unknown kind {rec.kind!r}")
     if rec.total_new_tokens != tokens_before + len(rec.new_token_ids):
         bad("total_new_tokens does not add up")
-    if rec.kind != "speculative":
+    if rec.kind != SPECULATIVE:
         return
     tree, v = rec.tree, rec.verdict
     if tree is None or v is None:

@@ -1,4 +1,4 @@
-"""The form's values turned into validated gumiho_core settings, and the named tree presets.
+"""The Run form as one value, turned into validated gumiho_core settings; the named tree presets.
 
 Every check here raises GumihoError with a message that can be shown as is; gumiho_core's own
 config classes do the range checks, so the app and the CLI agree on what is allowed.
@@ -6,15 +6,49 @@ config classes do the range checks, so the app and the CLI agree on what is allo
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, fields
 
-from gumiho_core import METHODS, DecodeConfig, GumihoError, TreeConfig
+from gumiho_core import TREE_FIELDS, DecodeConfig, GumihoError, TreeConfig, check_method
 
 from .state import Settings
 
 MAX_NEW_TOKENS = 1024  # the app's own bound: a run is watched, step by step
 AUTO, CUSTOM = "auto", "custom"  # auto: the tree measured best on this device (TreeChoice), as the CLI's --tree auto
-TREE_FIELDS = ("top_k", "mlp_topk", "pruning", "total_tokens", "depth")
 API_TREES = ("auto", "paper")  # the endpoint's choices, as the CLI's --tree
+
+
+@dataclass(frozen=True)
+class Form:
+    """The Run form: the values a handler gets, as the visitor left them (not yet checked).
+
+    The layout builds the same dataclass with a component in each field, so the page's inputs, the
+    handler's values and the "run" API's parameters share this one order.
+    """
+
+    prompt: str
+    method: str
+    max_new_tokens: float
+    temperature: float
+    top_p: float
+    seed: float
+    preset: str
+    top_k: float
+    mlp_topk: float
+    pruning: float
+    total_tokens: float
+    depth: float
+    delay: float  # seconds per animation picture
+    fast: bool  # one picture per step
+
+    @property
+    def inputs(self) -> list:
+        """The fields in order (the layout's components, as a handler's inputs)."""
+        return [getattr(self, f.name) for f in fields(self)]
+
+    @property
+    def tree(self) -> list:
+        """The tree fields, in TREE_FIELDS order."""
+        return [getattr(self, k) for k in TREE_FIELDS]
 
 
 def tree_presets(device: str | None = None) -> dict[str, TreeConfig]:
@@ -76,9 +110,9 @@ def decode_settings(max_new_tokens, temperature, top_p, seed) -> DecodeConfig:
                         top_p=number(top_p, "top_p"), seed=whole(seed, "seed"))
 
 
-def tree_settings(top_k, mlp_topk, pruning, total_tokens, depth) -> TreeConfig:
-    values = dict(zip(TREE_FIELDS, (top_k, mlp_topk, pruning, total_tokens, depth)))
-    return TreeConfig(**{k: whole(v, k) for k, v in values.items()})
+def tree_settings(values) -> TreeConfig:
+    """The tree fields' values, in TREE_FIELDS order."""
+    return TreeConfig(**{k: whole(v, k) for k, v in zip(TREE_FIELDS, values, strict=True)})
 
 
 def check_prompt(prompt) -> str:
@@ -87,22 +121,16 @@ def check_prompt(prompt) -> str:
     return prompt
 
 
-def check_method(method) -> str:
-    if method not in METHODS:
-        raise GumihoError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    return method
-
-
-def parse_settings(prompt, method, max_new_tokens, temperature, top_p, seed, device: str,
-                   top_k, mlp_topk, pruning, total_tokens, depth, preset: str | None = None) -> Settings:
+def parse_settings(form: Form, device: str) -> Settings:
     """All the form's values at once; the first bad one raises. With preset "auto" the tree fields are
     ignored and the tree stays None until the runner settles it for this device."""
-    decode = decode_settings(max_new_tokens, temperature, top_p, seed)
-    if preset == AUTO:
-        return Settings(check_prompt(prompt), check_method(method), decode, None, AUTO)
-    tree = tree_settings(top_k, mlp_topk, pruning, total_tokens, depth)
+    decode = decode_settings(form.max_new_tokens, form.temperature, form.top_p, form.seed)
+    prompt, method = check_prompt(form.prompt), check_method(form.method)
+    if form.preset == AUTO:
+        return Settings(prompt, method, decode, None, AUTO)
+    tree = tree_settings(form.tree)
     name = preset_name(tree, device)
-    return Settings(check_prompt(prompt), check_method(method), decode, tree, name, tree_source(name))
+    return Settings(prompt, method, decode, tree, name, tree_source(name))
 
 
 def api_settings(prompt, method, max_new_tokens, temperature, seed, tree: str = AUTO) -> Settings:

@@ -1,4 +1,5 @@
-"""Per-user data: a recorded run (plain data, can be saved and replayed without a model) and the view on it.
+"""The data the page shows: per user, a recorded run (plain data, can be saved and replayed without a
+model) and the view on it; for everyone, the server's status.
 
 One `UserState` lives in each browser session's gr.State. The running animation and the Pause,
 speed and fast-mode controls share it: a control sets a field, the animation reads it between
@@ -10,9 +11,9 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-from gumiho_core import DecodeConfig, StepRecord, TreeConfig
+from gumiho_core import DecodeConfig, StepRecord, TreeChoice, TreeConfig
 
-from .tree_view import COMMITTED
+from .stages import COMMITTED
 
 
 @dataclass(frozen=True)
@@ -108,3 +109,35 @@ class UserState:
         if self.run is None:
             return False
         return self.stage != COMMITTED or self.cursor + 1 < len(self.run.records) or self.can_compute
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What the server is doing, as the status lines show it: the models and the auto tree."""
+
+    target_spec: str  # as the app was started (a name, a folder or a hub id)
+    device: str
+    load_error: str | None  # why the models could not be loaded (scrubbed), while they are not
+    target_name: str | None  # None until the models are loaded
+    drafter_origin: str | None  # where the drafter came from; None: no drafter
+    drafter_trained: bool  # False for random heads (exact output, little speedup)
+    drafter_error: str | None  # why there is no drafter
+    measuring: str | None  # progress of the auto tree's measurement, while it runs
+    choices: dict[str, TreeChoice]  # the measured auto tree per drafting mode
+    auto_tree: TreeConfig  # what auto means for gumiho now
+    auto_why: str  # ... and why: the measured choice's summary, or why the fallback
+    settled: bool  # the auto tree is known, or known to stay the fallback
+
+    @property
+    def ready(self) -> bool:
+        return self.target_name is not None
+
+    @property
+    def failed(self) -> bool:
+        """The models could not be loaded (a Run tries again)."""
+        return self.load_error is not None
+
+    @property
+    def final(self) -> bool:
+        """Nothing here will change on its own any more."""
+        return self.settled or self.failed

@@ -2,29 +2,46 @@
 
 Public API (the app and the CLIs use only these names):
     load_target, load_drafter, untrained_drafter      -- models (default: SmolLM2-135M-Instruct, offline)
-    TreeConfig, DecodeConfig                           -- settings
+    TreeConfig, DecodeConfig, DrafterConfig            -- settings
+    METHODS (GUMIHO, SERIAL, AR), TREE_MODES, TREE_FIELDS, MAX_DEPTH, check_method
+                                                       -- the names and bounds every front end shares
     choose_tree, cached_tree_choice, TreeChoice        -- the tree with the best measured tokens/s here
     start, generate                                    -- a session and the loop over its steps
-    StepRecord, RunResult, DraftTree, DraftPhase, Verdict
-    encode_prompt, decode_tokens                       -- text at the edges
+    StepRecord (STEP_KINDS: PREFILL, SPECULATIVE, AUTOREGRESSIVE), RunResult, DraftTree, DraftPhase
+    (PARALLEL: the MLP heads' phase), Verdict, Acceptance
+    encode_prompt, decode_tokens, token_pieces         -- text at the edges
     GumihoError                                        -- every user-facing error
 """
 from .acceptance import Acceptance
-from .autotree import TreeChoice, cached_tree_choice, choose_tree
-from .config import METHODS, DecodeConfig, TreeConfig
-from .drafter import DrafterConfig, GumihoDrafter
+from .config import (
+    AR,
+    GUMIHO,
+    MAX_DEPTH,
+    METHODS,
+    SERIAL,
+    TREE_FIELDS,
+    TREE_MODES,
+    DecodeConfig,
+    DrafterConfig,
+    TreeConfig,
+    check_method,
+)
+from .drafter import GumihoDrafter
 from .drafting import DraftPhase
-from .engine import RunResult, StepRecord, generate, start
+from .engine import generate, start
 from .errors import GumihoError
+from .measure.autotree import TreeChoice, cached_tree_choice, choose_tree
 from .models import DEFAULT_TARGET_NAME, load_drafter, load_target, resolve_device, untrained_drafter
+from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, STEP_KINDS, RunResult, StepRecord
 from .target import Target
 from .text import decode_tokens, encode_prompt, token_pieces
-from .tree import DraftTree
+from .tree import PARALLEL, DraftTree
 from .verify import Verdict
 
 __all__ = [
     "TreeChoice", "cached_tree_choice", "choose_tree", "Acceptance", "DEFAULT_TARGET_NAME", "load_drafter",
     "load_target", "resolve_device", "untrained_drafter", "decode_tokens", "encode_prompt", "token_pieces",
-    "METHODS", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "RunResult",
-    "StepRecord", "generate", "start", "GumihoError", "Target", "DraftTree", "Verdict",
+    "AR", "GUMIHO", "SERIAL", "METHODS", "TREE_MODES", "TREE_FIELDS", "MAX_DEPTH", "check_method", "DecodeConfig",
+    "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "PARALLEL", "RunResult", "StepRecord", "STEP_KINDS",
+    "PREFILL", "SPECULATIVE", "AUTOREGRESSIVE", "generate", "start", "GumihoError", "Target", "DraftTree", "Verdict",
 ]

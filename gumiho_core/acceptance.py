@@ -3,42 +3,53 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .engine import RunResult
-
-MAX_DEPTH = 7
+from .config import MAX_DEPTH
+from .records import RunResult, StepRecord
 
 
 @dataclass
 class Acceptance:
-    """Accumulates over runs. Depth d's rate: P(the accepted path reaches depth d | it reached d - 1)."""
+    """Accumulates over steps and runs. Depth d's rate: P(the accepted path reaches depth d | it reached d - 1).
 
+    Depths 1..max_depth are counted (default: the published drafters'); longer accepted paths count as max_depth.
+    """
+
+    max_depth: int = MAX_DEPTH
     steps: int = 0
     new_tokens: int = 0  # decoding steps' tokens only (the prefill's token is not counted)
-    reached: list = field(default_factory=lambda: [0] * (MAX_DEPTH + 1))
-    accepted: list = field(default_factory=lambda: [0] * (MAX_DEPTH + 1))
-    histogram: list = field(default_factory=lambda: [0] * (MAX_DEPTH + 1))
+    reached: list = field(default_factory=list)  # per depth 0..max_depth: steps whose path reached depth d - 1
+    accepted: list = field(default_factory=list)  # ... and of those, steps that accepted a token at depth d
+    histogram: list = field(default_factory=list)  # per accepted length 0..max_depth
+
+    def __post_init__(self):
+        for counts in (self.reached, self.accepted, self.histogram):
+            counts.extend([0] * (self.max_depth + 1 - len(counts)))
+
+    def add_step(self, rec: StepRecord) -> None:
+        """Count one step (steps without a verdict, the prefill and plain decoding, count for nothing)."""
+        if rec.verdict is None:
+            return
+        a = rec.verdict.accept_length
+        self.steps += 1
+        self.new_tokens += len(rec.new_token_ids)
+        self.histogram[min(a, self.max_depth)] += 1
+        for d in range(1, self.max_depth + 1):
+            if a >= d - 1:
+                self.reached[d] += 1
+                self.accepted[d] += a >= d
 
     def add(self, run: RunResult) -> None:
         for rec in run.records:
-            if rec.verdict is None:
-                continue
-            a = rec.verdict.accept_length
-            self.steps += 1
-            self.new_tokens += len(rec.new_token_ids)
-            self.histogram[min(a, MAX_DEPTH)] += 1
-            for d in range(1, MAX_DEPTH + 1):
-                if a >= d - 1:
-                    self.reached[d] += 1
-                    self.accepted[d] += a >= d
+            self.add_step(rec)
 
     @property
     def mean_accept_len(self) -> float:
         return self.new_tokens / self.steps if self.steps else 0.0
 
     def per_depth(self) -> list[float]:
-        """Acceptance rate at depths 1..7 (nan where never reached)."""
+        """Acceptance rate at depths 1..max_depth (nan where never reached)."""
         return [self.accepted[d] / self.reached[d] if self.reached[d] else float("nan")
-                for d in range(1, MAX_DEPTH + 1)]
+                for d in range(1, self.max_depth + 1)]
 
     def to_dict(self) -> dict:
         return {"steps": self.steps, "mean_accept_len": round(self.mean_accept_len, 4),

@@ -1,12 +1,14 @@
-"""Frozen, validated settings. Every default lives here and only here."""
+"""Frozen, validated settings: the draft tree, decoding, the drafter's architecture. Every default lives
+here and only here, and so do the names every front end shares (methods, tree modes, tree fields)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from .errors import GumihoError
 
-METHODS = ("gumiho", "serial", "ar")
-TREE_MODES = ("gumiho", "serial")
+GUMIHO, SERIAL, AR = "gumiho", "serial", "ar"  # Gumiho drafting, serial drafting at every depth, plain decoding
+METHODS = (GUMIHO, SERIAL, AR)
+TREE_MODES = (GUMIHO, SERIAL)  # the drafting modes: the methods that draft a tree
 MAX_TREE_TOKENS = 1024  # a sanity bound; the context length is checked per session
 
 
@@ -17,6 +19,66 @@ def _check(ok: bool, message: str) -> None:
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_ints(cfg, names, least: int, what: str = "") -> None:
+    for name in names:
+        value = getattr(cfg, name)
+        _check(_is_int(value) and value >= least, f"{what}{name} must be an integer >= {least}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class DrafterConfig:
+    """The draft network's architecture (GUMIHO.md): the target's layer shapes, a serial stack of num_layers
+    LLaMA layers run serial_steps times, and mlp_heads parallel MLP heads of res_blocks residual blocks."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    rms_norm_eps: float = 1e-5
+    rope_parameters: dict = field(default_factory=lambda: {"rope_type": "default", "rope_theta": 10000.0})
+    max_position_embeddings: int = 4096
+    hidden_act: str = "silu"
+    attention_bias: bool = False
+    num_layers: int = 2
+    serial_steps: int = 2
+    mlp_heads: int = 5
+    res_blocks: int = 5
+
+    def __post_init__(self):
+        _check_ints(self, ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+                           "head_dim", "vocab_size", "num_layers", "serial_steps"), 1, "drafter config: ")
+        _check_ints(self, ("mlp_heads", "res_blocks"), 0, "drafter config: ")
+        _check(not self.num_attention_heads % self.num_key_value_heads,
+               f"drafter config: num_attention_heads {self.num_attention_heads} is not a multiple "
+               f"of num_key_value_heads {self.num_key_value_heads}")
+
+    @property
+    def max_depth(self) -> int:
+        """The deepest draft level in gumiho mode: the serial steps, then one level per MLP head."""
+        return self.serial_steps + self.mlp_heads
+
+    @classmethod
+    def from_target(cls, cfg, **overrides) -> "DrafterConfig":
+        """The draft architecture of a target: its LLaMA layer shapes, 2 layers (GUMIHO.md)."""
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        rope = dict(getattr(cfg, "rope_parameters", None) or {"rope_type": "default", "rope_theta": cfg.rope_theta})
+        base = dict(
+            hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
+            num_attention_heads=cfg.num_attention_heads,
+            num_key_value_heads=getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
+            head_dim=head_dim, vocab_size=cfg.vocab_size, rms_norm_eps=float(cfg.rms_norm_eps),
+            rope_parameters=rope, max_position_embeddings=cfg.max_position_embeddings,
+            hidden_act=getattr(cfg, "hidden_act", "silu"),
+        )
+        base.update(overrides)
+        return cls(**base)
+
+
+MAX_DEPTH = DrafterConfig.serial_steps + DrafterConfig.mlp_heads  # the published drafters' deepest level (2 + 5)
 
 
 @dataclass(frozen=True)
@@ -31,18 +93,16 @@ class TreeConfig:
     depth:        deepest draft level (2 serial + up to 5 MLP heads in gumiho mode).
     """
 
-    mode: str = "gumiho"
+    mode: str = GUMIHO
     top_k: int = 14
     mlp_topk: int = 35
     pruning: int = 35
     total_tokens: int = 64
-    depth: int = 7
+    depth: int = MAX_DEPTH
 
     def __post_init__(self):
         _check(self.mode in TREE_MODES, f"tree mode must be one of {', '.join(TREE_MODES)}; got {self.mode!r}")
-        for name in ("top_k", "mlp_topk", "pruning", "depth"):
-            value = getattr(self, name)
-            _check(_is_int(value) and value >= 1, f"{name} must be an integer >= 1; got {value!r}")
+        _check_ints(self, ("top_k", "mlp_topk", "pruning", "depth"), 1)
         _check(
             _is_int(self.total_tokens) and 2 <= self.total_tokens <= MAX_TREE_TOKENS,
             f"total_tokens must be an integer in [2, {MAX_TREE_TOKENS}] (root included); got {self.total_tokens!r}",
@@ -53,6 +113,9 @@ class TreeConfig:
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+TREE_FIELDS = tuple(f.name for f in fields(TreeConfig) if f.name != "mode")  # the shape: top_k ... depth
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -17,79 +17,24 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
+from .config import DrafterConfig
 from .errors import GumihoError
 from .kv_cache import KVCache
+from .target import SharedWeights
 
 log = logging.getLogger(__name__)
 FORMAT = "gumiho_core-drafter-1"
 
 
-@dataclass(frozen=True)
-class DrafterConfig:
-    hidden_size: int
-    intermediate_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    vocab_size: int
-    rms_norm_eps: float = 1e-5
-    rope_parameters: dict = field(default_factory=lambda: {"rope_type": "default", "rope_theta": 10000.0})
-    max_position_embeddings: int = 4096
-    hidden_act: str = "silu"
-    attention_bias: bool = False
-    num_layers: int = 2
-    serial_steps: int = 2
-    mlp_heads: int = 5
-    res_blocks: int = 5
-
-    def __post_init__(self):
-        for name in ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-                     "head_dim", "vocab_size", "num_layers", "serial_steps"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise GumihoError(f"drafter config: {name} must be an integer >= 1; got {v!r}")
-        for name in ("mlp_heads", "res_blocks"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise GumihoError(f"drafter config: {name} must be an integer >= 0; got {v!r}")
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise GumihoError(f"drafter config: num_attention_heads {self.num_attention_heads} is not a multiple "
-                              f"of num_key_value_heads {self.num_key_value_heads}")
-
-    @classmethod
-    def from_target(cls, cfg, **overrides) -> "DrafterConfig":
-        """The draft architecture of a target: its LLaMA layer shapes, 2 layers (GUMIHO.md)."""
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        rope = dict(getattr(cfg, "rope_parameters", None) or {"rope_type": "default", "rope_theta": cfg.rope_theta})
-        base = dict(
-            hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-            num_attention_heads=cfg.num_attention_heads,
-            num_key_value_heads=getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
-            head_dim=head_dim, vocab_size=cfg.vocab_size, rms_norm_eps=float(cfg.rms_norm_eps),
-            rope_parameters=rope, max_position_embeddings=cfg.max_position_embeddings,
-            hidden_act=getattr(cfg, "hidden_act", "silu"),
-        )
-        base.update(overrides)
-        return cls(**base)
-
-    def llama_config(self) -> LlamaConfig:
-        """The HF config whose RoPE, MLP and RMSNorm classes this drafter reuses."""
-        return LlamaConfig(
-            hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
-            num_attention_heads=self.num_attention_heads, num_key_value_heads=self.num_key_value_heads,
-            head_dim=self.head_dim, vocab_size=self.vocab_size, rms_norm_eps=self.rms_norm_eps,
-            rope_parameters=dict(self.rope_parameters), max_position_embeddings=self.max_position_embeddings,
-            hidden_act=self.hidden_act, num_hidden_layers=self.num_layers, mlp_bias=False,
-        )
-
-
-@dataclass(frozen=True, eq=False)
-class SharedWeights:
-    """The target's frozen token embedding [V, H] and lm_head [V', H] (V' < V with a reduced draft vocabulary)."""
-
-    embed: torch.Tensor
-    lm_head: torch.Tensor
-    vocab_map: torch.Tensor | None = None  # [V'] target ids of the lm_head rows, None = identity
+def llama_config(cfg: DrafterConfig) -> LlamaConfig:
+    """The HF config whose RoPE, MLP and RMSNorm classes this drafter reuses."""
+    return LlamaConfig(
+        hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
+        num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
+        head_dim=cfg.head_dim, vocab_size=cfg.vocab_size, rms_norm_eps=cfg.rms_norm_eps,
+        rope_parameters=dict(cfg.rope_parameters), max_position_embeddings=cfg.max_position_embeddings,
+        hidden_act=cfg.hidden_act, num_hidden_layers=cfg.num_layers, mlp_bias=False,
+    )
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -126,7 +71,7 @@ class DraftLayer(nn.Module):
 
     def __init__(self, cfg: DrafterConfig, index: int):
         super().__init__()
-        hf = cfg.llama_config()
+        hf = llama_config(cfg)
         self.index = index
         if index > 0:
             self.input_layernorm = LlamaRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
@@ -166,7 +111,7 @@ class GumihoDrafter(nn.Module):
             nn.Sequential(MLPBlock(cfg.serial_steps * H, H), *(MLPBlock(H, H) for _ in range(cfg.res_blocks)))
             for _ in range(cfg.mlp_heads)
         )
-        self.rotary = LlamaRotaryEmbedding(cfg.llama_config())
+        self.rotary = LlamaRotaryEmbedding(llama_config(cfg))
         self.bind(shared)
 
     @property
@@ -213,6 +158,11 @@ class GumihoDrafter(nn.Module):
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         """Draft logits over the draft vocabulary (the target's, or its reduced subset)."""
         return F.linear(features.to(self.shared.lm_head.dtype), self.shared.lm_head)
+
+    @property
+    def draft_vocab_size(self) -> int:
+        """Tokens the drafter proposes from: the target's vocabulary, or its reduced subset."""
+        return self.shared.lm_head.shape[0]
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         vm = self.shared.vocab_map

@@ -10,15 +10,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .config import TreeConfig
+from .config import SERIAL, TreeConfig
 from .drafter import GumihoDrafter
 from .timing import Stopwatch
-from .tree import ROOT, DraftTree, proposer_name
+from .tree import PARALLEL, ROOT, DraftTree, proposer_name
 
 
 @dataclass(frozen=True)
 class DraftPhase:
-    """One stage of drafting: "context" (ingest committed tokens), "serial<d>" or "parallel"."""
+    """One stage of drafting: a serial step "serial<d>", or "parallel" (all MLP heads at once). Each node of the
+    tree names the phase that proposed it (DraftTree.phase)."""
 
     name: str
     depths: tuple[int, ...]  # tree depths this phase proposed
@@ -141,7 +142,7 @@ def _beam_mlp(pool: _Pool, rows: list[int], logp: torch.Tensor, cfg: TreeConfig,
         src, col = (keep // k).tolist(), (keep % k).tolist()
         new = pool.add([int(idx[m, beam_row[s], c]) for s, c in zip(src, col)], [beam[s] for s in src],
                        first_depth + m, [float(vals[m, beam_row[s], c]) for s, c in zip(src, col)],
-                       cum[keep].tolist(), f"mlp{m + 1}")
+                       cum[keep].tolist(), proposer_name(cfg.mode, first_depth + m, first_depth - 1))
         beam, beam_row = new, [beam_row[s] for s in src]
         added += len(new)
     return added
@@ -176,9 +177,9 @@ def _serial_levels(ctx: DraftContext, pool: _Pool, cfg: TreeConfig, levels: int,
                    phases: list) -> _Serial:
     """Depth 1 from the context's last output; each deeper level runs the previous level's best top_k."""
     drafter, to_target = ctx.drafter, ctx.drafter.to_target_ids
-    new, frontier = _expand_serial(pool, [0], _logprobs(drafter, ctx.last_out[None]), cfg.top_k, 1, "serial1",
-                                   to_target)
-    phases.append(DraftPhase("serial1", (1,), len(new), clock.lap()))
+    first = proposer_name(cfg.mode, 1, drafter.cfg.serial_steps)
+    new, frontier = _expand_serial(pool, [0], _logprobs(drafter, ctx.last_out[None]), cfg.top_k, 1, first, to_target)
+    phases.append(DraftPhase(name=first, depths=(1,), candidates=len(new), seconds=clock.lap()))
     state, slots = _Serial({0: ctx.last_out}, {}, frontier), {}
     for d in range(2, levels + 1):
         parent_out = torch.stack([state.out_of[pool.parents[i]] for i in state.frontier])  # [n, H]
@@ -188,7 +189,7 @@ def _serial_levels(ctx: DraftContext, pool: _Pool, cfg: TreeConfig, levels: int,
         name = proposer_name(cfg.mode, d, drafter.cfg.serial_steps)
         new, state.frontier = _expand_serial(pool, state.frontier, _logprobs(drafter, out), cfg.top_k, d, name,
                                              to_target)
-        phases.append(DraftPhase(name, (d,), len(new), clock.lap()))
+        phases.append(DraftPhase(name=name, depths=(d,), candidates=len(new), seconds=clock.lap()))
     return state
 
 
@@ -204,7 +205,8 @@ def _parallel_levels(ctx: DraftContext, pool: _Pool, cfg: TreeConfig, serial: _S
                         + [last_fused[row]]) for row, node in enumerate(frontier)]  # each [s * H]
     feats = drafter.heads(torch.stack(chains), n_heads)  # [heads, n, H]
     added = _beam_mlp(pool, frontier, _logprobs(drafter, feats), cfg, s + 1, drafter.to_target_ids)
-    phases.append(DraftPhase("parallel", tuple(range(s + 1, s + 1 + n_heads)), added, clock.lap()))
+    phases.append(DraftPhase(name=PARALLEL, depths=tuple(range(s + 1, s + 1 + n_heads)), candidates=added,
+                             seconds=clock.lap()))
 
 
 @torch.inference_mode()
@@ -216,7 +218,7 @@ def build_tree(ctx: DraftContext, root_token: int, cfg: TreeConfig, max_depth: i
     """
     drafter, clock = ctx.drafter, clock or Stopwatch(None)
     depth = min(cfg.depth, max_depth if max_depth is not None else cfg.depth)
-    serial_depth = depth if cfg.mode == "serial" else min(depth, drafter.cfg.serial_steps)
+    serial_depth = depth if cfg.mode == SERIAL else min(depth, drafter.cfg.serial_steps)
     n_heads = min(depth - serial_depth, drafter.cfg.mlp_heads)
     pool, phases = _Pool(), []
     pool.add([int(root_token)], [-1], 0, [0.0], [0.0], ROOT)

@@ -7,83 +7,30 @@ produces the first token.
 """
 from __future__ import annotations
 
-import math
+import contextlib
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
-from .config import DecodeConfig, TreeConfig, check_method
+from .config import AR, GUMIHO, DecodeConfig, TreeConfig, check_method
 from .drafter import GumihoDrafter
-from .drafting import DraftContext, DraftPhase, build_tree
+from .drafting import DraftContext, build_tree
 from .errors import GumihoError
-from .kv_cache import keep_accepted
+from .kv_cache import crop_cache, keep_accepted
+from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, RunResult, StepRecord
 from .target import Target
 from .timing import Stopwatch
 from .tree import DraftTree
 from .verify import Verdict, verify_greedy, verify_sampling, warp
 
 
-@dataclass(frozen=True)
-class StepRecord:
-    index: int  # 0 is the prefill
-    kind: str  # "prefill" | "speculative" | "autoregressive"
-    tree: DraftTree | None
-    phases: tuple[DraftPhase, ...]
-    verdict: Verdict | None
-    new_token_ids: tuple[int, ...]  # what this step appended to the output (after any stop truncation)
-    draft_s: float
-    verify_s: float
-    commit_s: float
-    total_new_tokens: int
-    total_steps: int  # decoding steps so far, the prefill not counted
-    compute_s: float  # seconds spent inside step() so far, the prefill included (pauses between steps excluded)
-    done: bool
-    stop_reason: str | None  # "eos" | "max_new_tokens" | "context" | None
-
-    @property
-    def seconds(self) -> float:
-        return self.draft_s + self.verify_s + self.commit_s
-
-    def to_dict(self) -> dict:
-        v = self.verdict
-        return {
-            "index": self.index, "kind": self.kind,
-            "tree": self.tree.to_dict() if self.tree else None,
-            "phases": [{"name": p.name, "depths": list(p.depths), "candidates": p.candidates,
-                        "seconds": round(p.seconds, 6)} for p in self.phases],
-            "verdict": None if v is None else {
-                "accepted": list(v.accepted), "bonus": v.bonus, "target_token": list(v.target_token),
-                "target_prob": [None if math.isnan(p) else round(p, 5) for p in v.target_prob]},
-            "new_token_ids": list(self.new_token_ids),
-            "draft_s": round(self.draft_s, 6), "verify_s": round(self.verify_s, 6),
-            "commit_s": round(self.commit_s, 6), "total_new_tokens": self.total_new_tokens,
-            "total_steps": self.total_steps, "compute_s": round(self.compute_s, 6),
-            "done": self.done, "stop_reason": self.stop_reason,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "StepRecord":
-        v = d.get("verdict")
-        return cls(
-            index=int(d["index"]), kind=str(d["kind"]),
-            tree=DraftTree.from_dict(d["tree"]) if d.get("tree") else None,
-            phases=tuple(DraftPhase(str(p["name"]), tuple(int(x) for x in p["depths"]), int(p["candidates"]),
-                                    float(p["seconds"])) for p in d.get("phases", [])),
-            verdict=None if v is None else Verdict(
-                tuple(int(x) for x in v["accepted"]), int(v["bonus"]), tuple(int(x) for x in v["target_token"]),
-                tuple(float("nan") if x is None else float(x) for x in v["target_prob"])),
-            new_token_ids=tuple(int(x) for x in d["new_token_ids"]),
-            draft_s=float(d["draft_s"]), verify_s=float(d["verify_s"]), commit_s=float(d["commit_s"]),
-            total_new_tokens=int(d["total_new_tokens"]), total_steps=int(d["total_steps"]),
-            compute_s=float(d["compute_s"]), done=bool(d["done"]), stop_reason=d.get("stop_reason"),
-        )
-
-
 class Decoder:
     """What both decoders share: the prompt, the target's cache, sampling, stopping, counters."""
 
     kind = "abstract"
+    method = "abstract"  # what generate() reports: "ar", or the drafting mode
+    tree_cfg: TreeConfig | None = None  # the draft tree's shape; None for plain decoding
 
     def __init__(self, target: Target, prompt_ids, decode: DecodeConfig = DecodeConfig()):
         self.target, self.decode = target, decode
@@ -103,6 +50,11 @@ class Decoder:
     @property
     def seq_len(self) -> int:
         return len(self.prompt_ids) + len(self.generated)
+
+    @property
+    def last_token(self) -> int:
+        """The last token produced: the next step's input (the root of its draft tree), not yet in the cache."""
+        return self.generated[-1]
 
     def _pick(self, logits: torch.Tensor) -> int:
         """The target's next token from logits [V]: argmax, or a draw from the warped distribution."""
@@ -124,22 +76,40 @@ class Decoder:
         return new, None
 
     def _prefill(self) -> torch.Tensor:
-        """Read the prompt; returns its features [n, H] and appends the first token."""
+        """Read the prompt into the target's cache; returns its features [n, H] (the last one gives the first token)."""
         n = len(self.prompt_ids)
         ids = torch.tensor(self.prompt_ids, device=self.target.device)
         feats = self.target.forward(ids, torch.arange(n, device=ids.device), None, self.cache)
         return feats
 
-    def _record(self, kind, new, reason, draft_s, verify_s, commit_s, tree=None, phases=(), verdict=None):
+    def _forward_last(self) -> torch.Tensor:
+        """Features [1, H] of the last token at its position: a plain decoding step's forward (extends the cache)."""
+        last = torch.tensor([self.last_token], device=self.target.device)
+        return self.target.forward(last, torch.tensor([self.seq_len - 1], device=last.device), None, self.cache)
+
+    @torch.inference_mode()
+    def verify_forward(self, tree: DraftTree | None = None) -> torch.Tensor:
+        """The target's logits [n, V] over `tree` (None: over the last token alone, as a plain step) after the
+        current context, the cache left as it was: what one verification costs, for measuring."""
+        past = self.cache.get_seq_length()
+        feats = self._forward_last() if tree is None else self.target.forward_tree(tree, self.cache)
+        logits = self.target.logits(feats)
+        crop_cache(self.cache, past)
+        return logits
+
+    def _record(self, kind: str, new: list[int], reason: str | None, draft_s: float, verify_s: float,
+                commit_s: float, tree: DraftTree | None = None, phases=(), verdict: Verdict | None = None,
+                ) -> StepRecord:
         self.generated += new
         self.done = reason is not None
         self.stop_reason = reason
-        index = self.steps if kind == "prefill" else self.steps + 1
-        if kind != "prefill":
+        if kind != PREFILL:
             self.steps += 1
         self._compute += time.perf_counter() - self._step_t0
-        return StepRecord(index, kind, tree, tuple(phases), verdict, tuple(new), draft_s, verify_s, commit_s,
-                          len(self.generated), self.steps, self._compute, self.done, reason)
+        return StepRecord(index=self.steps, kind=kind, tree=tree, phases=tuple(phases), verdict=verdict,
+                          new_token_ids=tuple(new), draft_s=draft_s, verify_s=verify_s, commit_s=commit_s,
+                          total_new_tokens=len(self.generated), total_steps=self.steps, compute_s=self._compute,
+                          done=self.done, stop_reason=reason)
 
     def step(self) -> StepRecord:
         if self.done:
@@ -164,7 +134,7 @@ class Decoder:
             new, reason = self._stop([first])
             if reason is None:
                 self._after_prefill(feats, first)
-            return self._record("prefill", new, reason, 0.0, verify_s, self._clock.lap())
+            return self._record(PREFILL, new, reason, draft_s=0.0, verify_s=verify_s, commit_s=self._clock.lap())
         return self._decode_step()
 
     def _after_prefill(self, feats: torch.Tensor, first: int) -> None:
@@ -177,30 +147,34 @@ class Decoder:
 class AutoregressiveDecoder(Decoder):
     """Plain decoding: one target forward, one token per step. The baseline every speedup is measured against."""
 
-    kind = "autoregressive"
+    kind = AUTOREGRESSIVE
+    method = AR
 
     def _decode_step(self) -> StepRecord:
-        pos = self.seq_len - 1
-        last = torch.tensor([self.generated[-1]], device=self.target.device)
-        feats = self.target.forward(last, torch.tensor([pos], device=last.device), None, self.cache)
-        token = self._pick(self.target.logits(feats)[0])
+        token = self._pick(self.target.logits(self._forward_last())[0])
         verify_s = self._clock.lap()
         new, reason = self._stop([token])
-        return self._record(self.kind, new, reason, 0.0, verify_s, 0.0)
+        return self._record(self.kind, new, reason, draft_s=0.0, verify_s=verify_s, commit_s=0.0)
 
 
 class SpeculativeDecoder(Decoder):
     """Draft a tree, verify it in one target forward, commit the accepted path and the bonus token."""
 
-    kind = "speculative"
+    kind = SPECULATIVE
 
     def __init__(self, target: Target, drafter: GumihoDrafter, prompt_ids, decode: DecodeConfig = DecodeConfig(),
                  tree: TreeConfig = TreeConfig(), trace: bool = True):
         super().__init__(target, prompt_ids, decode)
         _check_tree(tree, drafter, target)
         self.tree_cfg = tree
+        self.method = tree.mode
         self.trace = trace  # per-phase timings (device syncs) and target probabilities in the records
+        self.drafter = drafter
         self.ctx = DraftContext(drafter)
+
+    def draft(self, cfg: TreeConfig | None = None) -> DraftTree:
+        """The tree this session would draft now (under `cfg`, default its own); the session is left as it was."""
+        return build_tree(self.ctx, self.last_token, cfg or self.tree_cfg)[0]
 
     def _after_prefill(self, feats: torch.Tensor, first: int) -> None:
         # drafter pairs (f_i, x_{i+1}): each prompt feature with the token that follows it
@@ -209,23 +183,21 @@ class SpeculativeDecoder(Decoder):
 
     def _decode_step(self) -> StepRecord:
         past = self.cache.get_seq_length()  # the root (last token) is not in the cache yet
-        tree, phases = build_tree(self.ctx, self.generated[-1], self.tree_cfg,
-                                  max_depth=self.target.max_len - self.seq_len,
-                                  clock=self._clock if self.trace else None)
-        draft_s = sum(p.seconds for p in phases) + self._clock.lap()
-        verdict, feats = self._verify(tree, past)
+        phase_clock = Stopwatch(self.target.device) if self.trace else None  # syncs the device per phase
+        tree, phases = build_tree(self.ctx, self.last_token, self.tree_cfg,
+                                  max_depth=self.target.max_len - self.seq_len, clock=phase_clock)
+        draft_s = self._clock.lap()  # the whole draft, once: its phases are parts of it
+        verdict, feats = self._verify(tree)
         verify_s = self._clock.lap()
         new, reason = self._stop([tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus])
         if reason is None:
             self._commit(verdict, feats, past, new)
         commit_s = self._clock.lap()
-        return self._record(self.kind, new, reason, draft_s, verify_s, commit_s, tree, phases, verdict)
+        return self._record(self.kind, new, reason, draft_s=draft_s, verify_s=verify_s, commit_s=commit_s, tree=tree,
+                            phases=phases, verdict=verdict)
 
-    def _verify(self, tree: DraftTree, past: int) -> tuple[Verdict, torch.Tensor]:
-        dev = self.target.device
-        tokens = torch.tensor(tree.tokens, device=dev)
-        mask = tree.attention_mask(past, self.target.dtype, dev)
-        feats = self.target.forward(tokens, tree.position_ids(past, dev)[0], mask, self.cache)  # [n, H]
+    def _verify(self, tree: DraftTree) -> tuple[Verdict, torch.Tensor]:
+        feats = self.target.forward_tree(tree, self.cache)  # [n, H]
         logits = self.target.logits(feats)
         if self.decode.greedy:
             return verify_greedy(tree, logits, self.trace), feats
@@ -253,16 +225,16 @@ def _check_prompt(prompt_ids, target: Target) -> list[int]:
 
 def _check_tree(tree: TreeConfig, drafter: GumihoDrafter, target: Target) -> None:
     dc = drafter.cfg
-    if tree.mode == "gumiho" and tree.depth > dc.serial_steps + dc.mlp_heads:
+    if tree.mode == GUMIHO and tree.depth > dc.max_depth:
         raise GumihoError(f"depth {tree.depth} needs more heads than this drafter has: at most "
-                          f"{dc.serial_steps + dc.mlp_heads} ({dc.serial_steps} serial steps + "
+                          f"{dc.max_depth} ({dc.serial_steps} serial steps + "
                           f"{dc.mlp_heads} MLP heads)")
     if tree.total_tokens > target.max_len:
         raise GumihoError(f"total_tokens {tree.total_tokens} exceeds the context length {target.max_len}")
-    draft_vocab = drafter.shared.lm_head.shape[0]
     for name in ("top_k", "mlp_topk"):
-        if getattr(tree, name) > draft_vocab:
-            raise GumihoError(f"{name} {getattr(tree, name)} exceeds the draft vocabulary size {draft_vocab}")
+        if getattr(tree, name) > drafter.draft_vocab_size:
+            raise GumihoError(f"{name} {getattr(tree, name)} exceeds the draft vocabulary size "
+                              f"{drafter.draft_vocab_size}")
 
 
 def start(method: str, target: Target, prompt_ids, decode: DecodeConfig = DecodeConfig(),
@@ -272,54 +244,29 @@ def start(method: str, target: Target, prompt_ids, decode: DecodeConfig = Decode
     trace=False skips what only a viewer needs (per-phase device syncs, target probabilities per node).
     """
     check_method(method)
-    if method == "ar":
+    if method == AR:
         return AutoregressiveDecoder(target, prompt_ids, decode)
     if drafter is None:
         raise GumihoError(f"method {method!r} needs a drafter; load one with load_drafter()")
     return SpeculativeDecoder(target, drafter, prompt_ids, decode, replace(tree, mode=method), trace)
 
 
-@dataclass(frozen=True)
-class RunResult:
-    method: str
-    prompt_ids: tuple[int, ...]
-    token_ids: tuple[int, ...]  # new tokens only
-    steps: int  # decoding steps, the prefill not counted
-    wall_s: float
-    stop_reason: str | None
-    records: tuple[StepRecord, ...]
-
-    @property
-    def new_tokens(self) -> int:
-        return len(self.token_ids)
-
-    @property
-    def mean_accept_len(self) -> float:
-        """Tokens per target pass (bonus included), over decoding steps; the prefill's token is not counted."""
-        return (self.new_tokens - 1) / self.steps if self.steps else 0.0
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
-
-    def summary(self) -> dict:
-        return {"method": self.method, "token_ids": list(self.token_ids), "steps": self.steps,
-                "new_tokens": self.new_tokens, "mean_accept_len": round(self.mean_accept_len, 4),
-                "wall_s": round(self.wall_s, 4), "tokens_per_s": round(self.tokens_per_s, 3),
-                "stop_reason": self.stop_reason}
-
-
-def generate(decoder: Decoder, method: str | None = None, keep_records: bool = True, on_step=None) -> RunResult:
-    """Run a session to the end. on_step(record) is called after each step (progress bars, streaming)."""
-    records = []
-    t0 = time.perf_counter()
+def generate(decoder: Decoder, method: str | None = None, keep_records: bool = True, on_step=None,
+             lock=None) -> RunResult:
+    """Run a session to the end: the one decode loop. on_step(record) is called after each step (progress
+    bars, streaming). `lock` (e.g. a threading.Lock shared by several sessions) is held for each step only,
+    so sessions take turns step by step; wall_s counts the time inside the steps, waits for the lock excluded."""
+    records, wall = [], 0.0
     while not decoder.done:
-        rec = decoder.step()
+        with lock or contextlib.nullcontext():
+            t0 = time.perf_counter()
+            rec = decoder.step()
+            wall += time.perf_counter() - t0
         if keep_records:
             records.append(rec)
         if on_step is not None:
             on_step(rec)
-    wall = time.perf_counter() - t0
-    method = method or ("ar" if isinstance(decoder, AutoregressiveDecoder) else decoder.tree_cfg.mode)
-    return RunResult(method, tuple(decoder.prompt_ids), tuple(decoder.generated), decoder.steps, wall,
-                     decoder.stop_reason, tuple(records))
+    return RunResult(method=method or decoder.method, prompt_ids=tuple(decoder.prompt_ids),
+                     token_ids=tuple(decoder.generated), steps=decoder.steps, wall_s=wall,
+                     stop_reason=decoder.stop_reason, records=tuple(records), decode=decoder.decode,
+                     tree=decoder.tree_cfg)

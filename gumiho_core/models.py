@@ -15,9 +15,10 @@ from pathlib import Path
 
 import torch
 
-from .drafter import DRAFT_VOCAB_FILE, DrafterConfig, GumihoDrafter, SharedWeights, load_state, read_draft_vocab
+from .config import DrafterConfig
+from .drafter import DRAFT_VOCAB_FILE, GumihoDrafter, load_state, read_draft_vocab
 from .errors import GumihoError
-from .target import Target
+from .target import SharedWeights, Target
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +279,8 @@ def _build(cfg: DrafterConfig, state: dict, target: Target, source: str) -> Gumi
     dtype = drafter_dtype(target)
     if "draft_vocab" in state:
         vocab_map = state["draft_vocab"].to(target.device, torch.long)
-        shared = SharedWeights(shared.embed, shared.lm_head[vocab_map].to(dtype), vocab_map)  # a copy: own dtype
+        shared = SharedWeights(embed=shared.embed, lm_head=shared.lm_head[vocab_map].to(dtype),  # a copy: own dtype
+                               vocab_map=vocab_map)
     drafter = GumihoDrafter(cfg, shared, origin=source)
     load_state(drafter, state, source)
     return drafter.to(target.device, dtype).eval()

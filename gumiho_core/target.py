@@ -7,15 +7,27 @@ token instead of 1.6x). Features are the last layer's post-norm hidden states (w
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from transformers import DynamicCache
 
 from .cpu_kernels import pack_linears
-from .drafter import SharedWeights
 from .errors import GumihoError
+from .tree import DraftTree
 
 SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end_of_turn|>", "<|endoftext|>", "</s>")
+
+
+@dataclass(frozen=True, eq=False)
+class SharedWeights:
+    """What the target lends its drafter: the frozen token embedding [V, H] and lm_head [V', H]
+    (V' < V with a reduced draft vocabulary)."""
+
+    embed: torch.Tensor
+    lm_head: torch.Tensor
+    vocab_map: torch.Tensor | None = None  # [V'] target ids of the lm_head rows, None = identity
 
 
 def _as_set(x) -> set[int]:
@@ -64,7 +76,7 @@ class Target:
         return self.lm_head.weight.shape[0]
 
     def shared_weights(self) -> SharedWeights:
-        return SharedWeights(self.base.embed_tokens.weight.detach(), self.lm_head.weight.detach())
+        return SharedWeights(embed=self.base.embed_tokens.weight.detach(), lm_head=self.lm_head.weight.detach())
 
     def new_cache(self) -> DynamicCache:
         return DynamicCache(config=self.config)
@@ -89,6 +101,13 @@ class Target:
         out = self.base(input_ids=ids, position_ids=positions, attention_mask=mask, cache=cache,
                         use_cache=cache is not None)
         return out.last_hidden_state
+
+    def forward_tree(self, tree: DraftTree, cache: DynamicCache) -> torch.Tensor:
+        """Features [n, H] of a draft tree's nodes after the cached context, in one forward (verification): each
+        node sees the context and its own ancestors, at position context + depth. Appends n entries to `cache`."""
+        past, dev = cache.get_seq_length(), self.device
+        mask = tree.attention_mask(past, self.dtype, dev)
+        return self.forward(torch.tensor(tree.tokens, device=dev), tree.position_ids(past, dev)[0], mask, cache)
 
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         return self.lm_head(features).float()  # [T, V]

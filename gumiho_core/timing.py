@@ -1,7 +1,10 @@
-"""Wall-clock timing that waits for the accelerator, so GPU stages are timed honestly."""
+"""Wall-clock timing that waits for the accelerator, so GPU stages are timed honestly; and the name of
+the device a measurement ran on."""
 from __future__ import annotations
 
+import platform
 import time
+from pathlib import Path
 
 import torch
 
@@ -26,3 +29,18 @@ class Stopwatch:
         now = time.perf_counter()
         dt, self._t = now - self._t, now
         return dt
+
+
+def device_name(device: torch.device) -> str:
+    """What a measurement ran on: the GPU's name, or the CPU's model and the threads torch uses on it."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {torch.get_num_threads()} threads"

@@ -11,14 +11,23 @@ from functools import cached_property
 
 import torch
 
-ROOT = "root"
+from .config import SERIAL, DrafterConfig
+
+ROOT, PARALLEL = "root", "parallel"  # the root's proposer; the drafting phase of every MLP head
+SERIAL_STEP, MLP_HEAD = "serial", "mlp"  # proposers are "serial<d>" and "mlp<m>", 1-based
 
 
-def proposer_name(mode: str, depth: int, serial_steps: int = 2) -> str:
+def proposer_name(mode: str, depth: int, serial_steps: int = DrafterConfig.serial_steps) -> str:
     """Label of what drafted a node at `depth`: serial step d, or MLP head m (1-based)."""
-    if mode == "serial" or depth <= serial_steps:
-        return f"serial{depth}"
-    return f"mlp{depth - serial_steps}"
+    if mode == SERIAL or depth <= serial_steps:
+        return f"{SERIAL_STEP}{depth}"
+    return f"{MLP_HEAD}{depth - serial_steps}"
+
+
+def phase_of(proposer: str) -> str:
+    """The drafting phase that proposed a node: each serial step is a phase of its own (named like its
+    proposer); the MLP heads all draft at once, in the phase "parallel"."""
+    return PARALLEL if proposer.startswith(MLP_HEAD) else proposer
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,16 +49,17 @@ class DraftTree:
             assert 0 <= p < i, f"node {i} has parent {p}: parents must come first"
             assert self.depth[i] == self.depth[p] + 1, f"node {i} depth {self.depth[i]} != parent's + 1"
 
-    @classmethod
-    def root_only(cls, token: int) -> "DraftTree":
-        return cls((int(token),), (-1,), (0,), (ROOT,), (0.0,), (0.0,))
-
     def __len__(self) -> int:
         return len(self.tokens)
 
     @property
     def max_depth(self) -> int:
         return max(self.depth)
+
+    @cached_property
+    def phase(self) -> tuple[str, ...]:
+        """The drafting phase (DraftPhase.name) that proposed each node; "root" for the root."""
+        return tuple(phase_of(p) for p in self.proposer)
 
     @cached_property
     def children(self) -> tuple[tuple[int, ...], ...]:
@@ -104,8 +114,8 @@ class DraftTree:
         new_index = {old: new for new, old in enumerate(keep)}
         parents = tuple(-1 if self.parents[i] < 0 else new_index[self.parents[i]] for i in keep)
         pick = lambda a: tuple(a[i] for i in keep)  # noqa: E731
-        return DraftTree(pick(self.tokens), parents, pick(self.depth), pick(self.proposer),
-                         pick(self.logprob), pick(self.score))
+        return DraftTree(tokens=pick(self.tokens), parents=parents, depth=pick(self.depth),
+                         proposer=pick(self.proposer), logprob=pick(self.logprob), score=pick(self.score))
 
     def to_dict(self) -> dict:
         return {
@@ -120,10 +130,10 @@ class DraftTree:
     @classmethod
     def from_dict(cls, d: dict) -> "DraftTree":
         return cls(
-            tuple(int(x) for x in d["tokens"]),
-            tuple(int(x) for x in d["parents"]),
-            tuple(int(x) for x in d["depth"]),
-            tuple(str(x) for x in d["proposer"]),
-            tuple(float(x) for x in d["logprob"]),
-            tuple(float(x) for x in d["score"]),
+            tokens=tuple(int(x) for x in d["tokens"]),
+            parents=tuple(int(x) for x in d["parents"]),
+            depth=tuple(int(x) for x in d["depth"]),
+            proposer=tuple(str(x) for x in d["proposer"]),
+            logprob=tuple(float(x) for x in d["logprob"]),
+            score=tuple(float(x) for x in d["score"]),
         )

@@ -69,7 +69,7 @@ def verify_greedy(tree: DraftTree, logits: torch.Tensor, trace: bool = True) -> 
     if trace:
         rows = torch.softmax(logits[torch.tensor(path, device=logits.device)].float(), -1)  # [len(path), V]
         target_prob = reached_probs(tree, path, rows)
-    return Verdict(tuple(path), argmax[node], tuple(argmax), target_prob)
+    return Verdict(accepted=tuple(path), bonus=argmax[node], target_token=tuple(argmax), target_prob=target_prob)
 
 
 def verify_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator, trace: bool = True) -> Verdict:
@@ -90,6 +90,6 @@ def verify_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
         if accepted is None:
             bonus = int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
             target_prob = reached_probs(tree, path, probs[torch.tensor(path, device=probs.device)]) if trace else ()
-            return Verdict(tuple(path), bonus, argmax, target_prob)
+            return Verdict(accepted=tuple(path), bonus=bonus, target_token=argmax, target_prob=target_prob)
         path.append(accepted)
         node = accepted

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from app import runner as app_main
+from app import backend as app_main
 from gumiho_core import GumihoError
 
 

@@ -1,9 +1,10 @@
 """The auto tree: smaller trees read off a large verified tree, and a choice that follows measured costs."""
 import pytest
+import torch
 
 from gumiho_core import DecodeConfig, TreeConfig, generate, start
-from gumiho_core.autotree import BEAM, _best, accepted_in, candidate_order, choose_tree
-from gumiho_core.drafting import build_tree
+from gumiho_core.measure.autotree import accepted_in, best_choice, candidate_order, choose_tree
+from gumiho_core.measure.costs import BEAM, NODES_GRID, TOP_K_GRID, Costs
 from tiny import random_drafter, tiny_target
 
 
@@ -28,7 +29,8 @@ def test_smaller_trees_are_read_off_the_big_one(setup, mode):
     checked = 0
     while not session.done and checked < 6:
         root = session.generated[-1]
-        smalls = {n: build_tree(session.ctx, root, big.with_(total_tokens=n))[0] for n in (2, 5, 12)}
+        smalls = {n: session.draft(big.with_(total_tokens=n)) for n in (2, 5, 12)}
+        assert session.last_token == root
         rec = session.step()
         order = candidate_order(rec.tree, mode, 6, 7)
         for n, small in smalls.items():
@@ -48,13 +50,41 @@ def test_best_follows_the_cost_curve():
         run = generate(start("gumiho", target, prompt, DecodeConfig(max_new_tokens=30),
                              TreeConfig(top_k=10, mlp_topk=BEAM, pruning=BEAM, total_tokens=64), drafter))
         steps += [(r.tree, r.verdict.target_token) for r in run.records[1:]]
-    draft = {f"{k},{d}": 0.001 * k for k in (1, 2, 3, 4, 6, 8, 10) for d in range(1, 8)}
-    nodes = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
-    flat = _best(steps, "gumiho", 2, {str(n): 0.010 for n in nodes}, draft, 0.0, 0.010, "flat")
-    steep = _best(steps, "gumiho", 2, {str(n): 0.010 * n for n in nodes}, draft, 0.0, 0.010, "steep")
+    draft = {(k, d): 0.001 * k for k in TOP_K_GRID for d in range(1, drafter.cfg.max_depth + 1)}
+
+    def costs(verify, device):
+        return Costs(ar_step_s=0.010, verify_s=verify, draft_s=draft, commit_s=0.0, device=device)
+
+    flat = best_choice(steps, "gumiho", 2, costs({str(n): 0.010 for n in NODES_GRID}, "flat"))
+    steep = best_choice(steps, "gumiho", 2, costs({str(n): 0.010 * n for n in NODES_GRID}, "steep"))
     assert flat.tree.total_tokens > steep.tree.total_tokens
     assert flat.tokens_per_step >= steep.tokens_per_step
     assert steep.speedup <= flat.speedup
+    assert len(flat.alternatives) == 5 and flat.alternatives[0]["tokens_per_s"] <= round(flat.tokens_per_s, 2)
+    assert flat.device == "flat" and flat.tree.mlp_topk == BEAM
+
+
+def test_verify_forward_is_a_verification_that_leaves_the_session_as_it_was(setup):
+    """The public helper the auto tree measures with: the target's logits over a tree (each node's are those
+    of a plain forward over its own path), or over the last token alone, with the caches rolled back."""
+    target, drafter = setup
+    tree_cfg = TreeConfig(top_k=3, total_tokens=12)
+    session = start("gumiho", target, [5, 6, 7, 8], DecodeConfig(max_new_tokens=24), tree_cfg, drafter)
+    for _ in range(3):
+        session.step()
+    past, context = session.cache.get_seq_length(), session.prompt_ids + session.generated[:-1]
+    tree = session.draft()
+    logits, plain = session.verify_forward(tree), session.verify_forward(None)
+    assert session.cache.get_seq_length() == past and logits.shape == (len(tree), target.vocab_size)
+    with torch.inference_mode():
+        for node in (0, len(tree) - 1):
+            path = [tree.tokens[i] for i in tree.path_to(node)]
+            ref = target.model(input_ids=torch.tensor([context + path])).logits[0, -1]
+            torch.testing.assert_close(logits[node], ref, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(plain[0], logits[0], atol=1e-4, rtol=1e-4)  # the root alone: a plain step
+    rest = generate(session)
+    fresh = start("gumiho", target, [5, 6, 7, 8], DecodeConfig(max_new_tokens=24), tree_cfg, drafter)
+    assert rest.token_ids == generate(fresh).token_ids  # the probes changed nothing
 
 
 def test_choose_tree_measures_and_caches(setup, tmp_path, monkeypatch):

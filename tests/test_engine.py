@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import gumiho_core.engine as engine
+import gumiho_core.timing as timing
 from gumiho_core import DecodeConfig, TreeConfig, generate, start
 from gumiho_core.target import Target
 from gumiho_core.tree import DraftTree
@@ -184,3 +185,32 @@ def test_records_are_consistent(target, drafter):
     assert run.mean_accept_len == pytest.approx((run.new_tokens - 1) / run.steps)
     again = [type(r).from_dict(r.to_dict()) for r in run.records]
     assert [r.new_token_ids for r in again] == [r.new_token_ids for r in run.records]
+
+
+class TickingClock:
+    """A clock that moves one second per reading: a duration becomes a count of readings, the same anywhere."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.mark.parametrize("trace", [True, False])
+def test_a_steps_times_add_up_to_no_more_than_the_time_inside_it(target, drafter, monkeypatch, trace):
+    """draft + verify + commit is at most the time step() took, and drafting covers its phases. With trace=False
+    drafting was once counted twice (its phases, then the engine's lap over the whole draft)."""
+    clock = TickingClock()
+    monkeypatch.setattr(engine, "time", clock)
+    monkeypatch.setattr(timing, "time", clock)
+    session = start("gumiho", target, PROMPTS[1], DecodeConfig(max_new_tokens=20), TreeConfig(), drafter, trace=trace)
+    before = 0.0
+    while not session.done:
+        rec = session.step()
+        assert rec.draft_s + rec.verify_s + rec.commit_s <= rec.compute_s - before, rec.index
+        if rec.phases:
+            assert rec.draft_s >= sum(p.seconds for p in rec.phases) > 0
+        before = rec.compute_s
+    assert rec.index > 1

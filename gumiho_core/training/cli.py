@@ -25,7 +25,7 @@ from safetensors import safe_open
 from tqdm import tqdm
 
 from ..errors import GumihoError
-from ..generate import model_args, quiet_transformers
+from ..cli import model_args, quiet_transformers
 from ..jsonl import read_jsonl
 from ..models import ASSETS, cache_dir
 from .distill import DistillConfig as DistillDefaults
@@ -304,7 +304,7 @@ def model_card(target, meta: dict, history: list[dict], report: dict | None, ans
 
 
 def device_label(target) -> str:
-    from ..autotree import device_name
+    from ..timing import device_name
 
     return device_name(target.device).split(", ")[0]  # the thread count is the shipping process's, not training's
 

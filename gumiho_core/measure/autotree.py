@@ -2,8 +2,8 @@
 
 On an H200 verifying 64 tokens costs about what one does; on a 2-core CPU it costs about 4x, so
 the best tree differs by device. Three measurements, taken once per (device, target, drafter):
-  1. verify cost: seconds for one target forward over n tree tokens, n = 1..64;
-  2. draft cost: seconds to draft a tree, per (top_k, depth);
+  1. verify cost: seconds for one target forward over n tree tokens, n = 1..64 (costs.py);
+  2. draft cost: seconds to draft a tree, per (top_k, depth) (costs.py);
   3. acceptance: real decoding of a few calibration prompts with a large tree. Because each node's
      logits depend only on its own ancestors, the target's verdict on every node of that tree says
      exactly what any smaller tree drawn from it would have accepted.
@@ -14,29 +14,22 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import platform
 import statistics
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-
-from .config import DecodeConfig, TreeConfig
-from .drafter import GumihoDrafter
-from .drafting import build_tree
-from .engine import SpeculativeDecoder, generate
-from .kv_cache import crop_cache
-from .models import cache_dir
-from .target import Target
-from .timing import synchronize
-from .tree import DraftTree
+from ..config import GUMIHO, SERIAL, DecodeConfig, DrafterConfig, TreeConfig
+from ..drafter import GumihoDrafter
+from ..engine import SpeculativeDecoder, generate
+from ..models import cache_dir
+from ..target import Target
+from ..text import encode_prompt
+from ..timing import device_name
+from ..tree import DraftTree
+from .costs import BEAM, NODES_GRID, TOP_K_GRID, Costs, measure
 
 log = logging.getLogger(__name__)
 VERSION = 2  # 2: the target's packed CPU layers change the costs
-TOP_K_GRID = (1, 2, 3, 4, 6, 8, 10)
-NODES_GRID = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
-BEAM = 10  # mlp_topk and pruning of every candidate (and of the calibration tree)
 CALIBRATION_TREE = TreeConfig(top_k=max(TOP_K_GRID), mlp_topk=BEAM, pruning=BEAM, total_tokens=max(NODES_GRID))
 CALIBRATION_PROMPTS = (
     "Explain in a short paragraph why the sky looks blue during the day.",
@@ -56,7 +49,7 @@ class TreeChoice:
     alternatives: list = field(default_factory=list)  # runner-up candidates, best first
     device: str = ""
     calibration_steps: int = 0
-    serial_steps: int = 2  # the drafter's (DrafterConfig.serial_steps): depths beyond it are the MLP heads'
+    serial_steps: int = DrafterConfig.serial_steps  # the drafter's: depths beyond it are the MLP heads'
 
     @property
     def tokens_per_s(self) -> float:
@@ -77,7 +70,7 @@ class TreeChoice:
 
     def _depth_note(self) -> str:
         t = self.tree
-        if t.mode != "gumiho" or t.depth > self.serial_steps:
+        if t.mode != GUMIHO or t.depth > self.serial_steps:
             return ""
         return (f" It stops at depth {t.depth}: with these heads, on this device, the deeper levels the MLP heads "
                 "propose are accepted too rarely to pay for their drafting and verification. The paper tree shows "
@@ -93,72 +86,6 @@ class TreeChoice:
         return cls(**{**d, "tree": TreeConfig(**d["tree"])})
 
 
-# -- measurements ------------------------------------------------------------------------------
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {torch.get_num_threads()} threads"
-
-
-def _timed(fn, reps: int, device) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(reps):
-        synchronize(device)
-        t0 = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _chain(root: int, n: int, vocab: int) -> DraftTree:
-    toks = tuple((root + i) % vocab for i in range(n))
-    return DraftTree(toks, tuple(range(-1, n - 1)), tuple(range(n)), ("root",) + ("serial1",) * (n - 1),
-                     (0.0,) * n, (0.0,) * n)
-
-
-@torch.inference_mode()
-def measure_verify(session: SpeculativeDecoder, nodes=NODES_GRID, reps: int = 3) -> tuple[float, dict]:
-    """(seconds per plain decoding step, {n: seconds to verify n tree tokens}) at the session's context."""
-    target, cache = session.target, session.cache
-    past, dev = cache.get_seq_length(), target.device
-
-    def forward(tree: DraftTree | None):
-        if tree is None:
-            ids, pos, mask = torch.tensor([session.generated[-1]], device=dev), torch.tensor([past], device=dev), None
-        else:
-            ids = torch.tensor(tree.tokens, device=dev)
-            pos, mask = tree.position_ids(past, dev)[0], tree.attention_mask(past, target.dtype, dev)
-        target.logits(target.forward(ids, pos, mask, cache)).argmax(-1)
-        crop_cache(cache, past)
-
-    ar = _timed(lambda: forward(None), reps, dev)
-    costs = {str(n): _timed(lambda n=n: forward(_chain(session.generated[-1], n, target.vocab_size)), reps, dev)
-             for n in nodes}
-    return ar, costs
-
-
-@torch.inference_mode()
-def measure_draft(session: SpeculativeDecoder, mode: str, reps: int = 3) -> dict:
-    """{"top_k,depth": seconds to draft a tree} at the session's context."""
-    out = {}
-    for k in TOP_K_GRID:
-        for depth in range(1, 8):
-            cfg = TreeConfig(mode=mode, top_k=k, mlp_topk=BEAM, pruning=BEAM, total_tokens=2, depth=depth)
-            out[f"{k},{depth}"] = _timed(lambda cfg=cfg: build_tree(session.ctx, session.generated[-1], cfg), reps,
-                                         session.target.device)
-    return out
-
-
 # -- acceptance of smaller trees, read off a large verified tree -------------------------------
 def _sibling_rank(tree: DraftTree) -> list[int]:
     rank = [0] * len(tree)
@@ -168,13 +95,14 @@ def _sibling_rank(tree: DraftTree) -> list[int]:
     return rank
 
 
-def candidate_order(tree: DraftTree, mode: str, top_k: int, depth: int, serial_steps: int = 2) -> list[int]:
+def candidate_order(tree: DraftTree, mode: str, top_k: int, depth: int,
+                    serial_steps: int = DrafterConfig.serial_steps) -> list[int]:
     """Nodes a (top_k, depth) drafter would propose, approximated inside a larger drafted tree, best first.
 
     A tree of n nodes keeps the root and the first n - 1 of them (an ancestor-closed set).
     """
     rank = _sibling_rank(tree)
-    serial_levels = depth if mode == "serial" else serial_steps
+    serial_levels = depth if mode == SERIAL else serial_steps
     valid = {0}
     for d in range(1, depth + 1):
         level = [i for i in range(len(tree)) if tree.depth[i] == d and tree.parents[i] in valid]
@@ -201,7 +129,7 @@ def accepted_in(tree: DraftTree, keep: set[int], target_token) -> int:
 def _fingerprint(target: Target, drafter: GumihoDrafter, mode: str) -> str:
     w = drafter.fc.weight.detach().float().flatten()[:4096].cpu().numpy().tobytes()
     raw = json.dumps([VERSION, device_name(target.device), target.name, str(target.dtype), mode,
-                      hashlib.sha1(w).hexdigest(), drafter.shared.lm_head.shape[0],
+                      hashlib.sha1(w).hexdigest(), drafter.draft_vocab_size,
                       target.packed_linears > 0])
     return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
@@ -210,7 +138,7 @@ def _cache_path(target: Target, drafter: GumihoDrafter, mode: str) -> Path:
     return cache_dir() / "autotree" / f"{_fingerprint(target, drafter, mode)}.json"
 
 
-def cached_tree_choice(target: Target, drafter: GumihoDrafter, mode: str = "gumiho") -> TreeChoice | None:
+def cached_tree_choice(target: Target, drafter: GumihoDrafter, mode: str = GUMIHO) -> TreeChoice | None:
     """The choice measured earlier for this device, target, drafter and mode, or None (measures nothing)."""
     path = _cache_path(target, drafter, mode)
     if not path.is_file():
@@ -222,37 +150,35 @@ def cached_tree_choice(target: Target, drafter: GumihoDrafter, mode: str = "gumi
         return None
 
 
-def choose_tree(target: Target, drafter: GumihoDrafter, mode: str = "gumiho", prompts: list[list[int]] | None = None,
-                refresh: bool = False, progress=None, max_new_tokens: int = 32) -> TreeChoice:
-    """Measure (or read from the cache) and return the best tree for this device. progress(frac, text)."""
-    progress = progress or (lambda frac, text: None)
-    path = _cache_path(target, drafter, mode)
-    cached = None if refresh else cached_tree_choice(target, drafter, mode)
-    if cached is not None:
-        return cached
-    if prompts is None:
-        from .text import encode_prompt
-
-        prompts = [encode_prompt(target.tokenizer, p) for p in CALIBRATION_PROMPTS]
+def _calibrate(target: Target, drafter: GumihoDrafter, mode: str, prompts: list[list[int]], max_new_tokens: int,
+               progress) -> tuple[list[tuple[DraftTree, tuple[int, ...]]], float]:
+    """Real decoding of the prompts with the large tree: each step's tree with the target's verdict on every
+    node (its argmax after each node), and the mean commit time."""
     steps, commit = [], []
     for i, ids in enumerate(prompts):
         progress(0.6 * i / len(prompts), "measuring acceptance with a large tree")
-        session = SpeculativeDecoder(target, drafter, ids, DecodeConfig(max_new_tokens=max_new_tokens),
-                                     CALIBRATION_TREE.with_(mode=mode))
-        run = generate(session)
-        for rec in run.records[1:]:
-            steps.append((rec.tree, rec.verdict.target_token))
-            commit.append(rec.commit_s)
-    progress(0.6, "timing verification and drafting on this device")
+        run = generate(SpeculativeDecoder(target, drafter, ids, DecodeConfig(max_new_tokens=max_new_tokens),
+                                          CALIBRATION_TREE.with_(mode=mode)))
+        steps += [(rec.tree, rec.verdict.target_token) for rec in run.records[1:]]
+        commit += [rec.commit_s for rec in run.records[1:]]
+    return steps, statistics.mean(commit or [0.0])
+
+
+def choose_tree(target: Target, drafter: GumihoDrafter, mode: str = GUMIHO, prompts: list[list[int]] | None = None,
+                refresh: bool = False, progress=None, max_new_tokens: int = 32) -> TreeChoice:
+    """Measure (or read from the cache) and return the best tree for this device. progress(frac, text)."""
+    progress = progress or (lambda frac, text: None)
+    cached = None if refresh else cached_tree_choice(target, drafter, mode)
+    if cached is not None:
+        return cached
+    prompts = prompts or [encode_prompt(target.tokenizer, p) for p in CALIBRATION_PROMPTS]
+    steps, commit_s = _calibrate(target, drafter, mode, prompts, max_new_tokens, progress)
     probe = SpeculativeDecoder(target, drafter, prompts[0], DecodeConfig(max_new_tokens=max_new_tokens),
                                CALIBRATION_TREE.with_(mode=mode))
     while not probe.done and len(probe.generated) < max_new_tokens // 2:  # a realistic context, caches consistent
         probe.step()
-    ar_s, verify_s = measure_verify(probe)
-    progress(0.8, "timing drafting")
-    draft_s = measure_draft(probe, mode)
-    choice = _best(steps, mode, drafter.cfg.serial_steps, verify_s, draft_s, statistics.mean(commit or [0.0]), ar_s,
-                   device_name(target.device))
+    choice = best_choice(steps, mode, drafter.cfg.serial_steps, measure(probe, mode, commit_s, progress))
+    path = _cache_path(target, drafter, mode)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(choice.to_dict(), indent=1))
     progress(1.0, "done")
@@ -260,22 +186,44 @@ def choose_tree(target: Target, drafter: GumihoDrafter, mode: str = "gumiho", pr
     return choice
 
 
-def _best(steps, mode, serial_steps, verify_s, draft_s, commit_s, ar_s, device) -> TreeChoice:
-    scored = []
-    for k in TOP_K_GRID:
-        for depth in range(1, 8):
-            orders = [candidate_order(t, mode, k, depth, serial_steps) for t, _ in steps]
-            for n in NODES_GRID:
-                acc = [accepted_in(t, {0, *order[: n - 1]}, tt) for (t, tt), order in zip(steps, orders)]
-                per_step = 1 + statistics.mean(acc)
-                step = draft_s[f"{k},{depth}"] + verify_s[str(n)] + commit_s
-                scored.append((per_step / step, per_step, step, k, depth, n))
-    scored.sort(reverse=True)
-    best = scored[0]
+@dataclass(frozen=True, order=True)
+class Candidate:
+    """A tree shape with what it should yield here; candidates sort by tokens/s (then by the other fields)."""
 
-    def cfg(row):
-        return TreeConfig(mode=mode, top_k=row[3], mlp_topk=BEAM, pruning=BEAM, total_tokens=row[5], depth=row[4])
+    tokens_per_s: float
+    tokens_per_step: float  # expected, bonus included
+    step_s: float  # predicted seconds per step
+    top_k: int
+    depth: int
+    nodes: int
 
-    alternatives = [{"tree": cfg(r).to_dict(), "tokens_per_step": round(r[1], 3), "step_s": round(r[2], 5),
-                     "tokens_per_s": round(r[0], 2)} for r in scored[1:6]]
-    return TreeChoice(cfg(best), best[1], best[2], ar_s, verify_s, alternatives, device, len(steps), serial_steps)
+    def tree(self, mode: str) -> TreeConfig:
+        return TreeConfig(mode=mode, top_k=self.top_k, mlp_topk=BEAM, pruning=BEAM, total_tokens=self.nodes,
+                          depth=self.depth)
+
+    def to_dict(self, mode: str) -> dict:
+        return {"tree": self.tree(mode).to_dict(), "tokens_per_step": round(self.tokens_per_step, 3),
+                "step_s": round(self.step_s, 5), "tokens_per_s": round(self.tokens_per_s, 2)}
+
+
+def candidates(steps, mode: str, serial_steps: int, costs: Costs) -> list[Candidate]:
+    """Every measured (top_k, depth) with every node count, best first. `steps`: (tree, target_token) pairs."""
+    out = []
+    for k, depth in costs.draft_s:
+        orders = [candidate_order(t, mode, k, depth, serial_steps) for t, _ in steps]
+        for n in NODES_GRID:
+            per_step = 1 + statistics.mean(accepted_in(t, {0, *order[: n - 1]}, tt)
+                                           for (t, tt), order in zip(steps, orders))
+            step = costs.step_s(k, depth, n)
+            out.append(Candidate(tokens_per_s=per_step / step, tokens_per_step=per_step, step_s=step, top_k=k,
+                                 depth=depth, nodes=n))
+    return sorted(out, reverse=True)
+
+
+def best_choice(steps, mode: str, serial_steps: int, costs: Costs) -> TreeChoice:
+    """The candidate with the best expected tokens/s, with the five runners-up."""
+    best, *rest = candidates(steps, mode, serial_steps, costs)
+    return TreeChoice(tree=best.tree(mode), tokens_per_step=best.tokens_per_step, step_s=best.step_s,
+                      ar_step_s=costs.ar_step_s, verify_s=costs.verify_s,
+                      alternatives=[c.to_dict(mode) for c in rest[:5]], device=costs.device,
+                      calibration_steps=len(steps), serial_steps=serial_steps)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from .state import Run
+from gumiho_core import AR, PREFILL, Acceptance
 
-MAX_DEPTH = 7
+from ..state import Run
 
 
 @dataclass(frozen=True)
@@ -57,15 +57,11 @@ def running_speedup(run: Run, upto: int) -> list[tuple[int, float]]:
 
 
 def _depths(run: Run, upto: int) -> tuple[list[int], list[int]]:
-    reached, accepted = [0] * MAX_DEPTH, [0] * MAX_DEPTH
+    """Per depth 1..MAX_DEPTH: steps whose accepted path reached depth d - 1, and those that accepted depth d."""
+    acceptance = Acceptance()
     for rec in run.records[: upto + 1]:
-        if rec.verdict is None:
-            continue
-        a = len(rec.verdict.accepted) - 1
-        for d in range(1, MAX_DEPTH + 1):
-            reached[d - 1] += a >= d - 1
-            accepted[d - 1] += a >= d
-    return reached, accepted
+        acceptance.add_step(rec)
+    return acceptance.reached[1:], acceptance.accepted[1:]
 
 
 def _mean_ms(values) -> float:
@@ -75,7 +71,7 @@ def _mean_ms(values) -> float:
 
 def _baseline_stats(run: Run, upto: int, tokens: int, seconds: float):
     """(plain decoding tokens/s, speedup after step `upto`, mean plain step ms); each None where unknown."""
-    if run.settings.method == "ar":  # the run is its own baseline
+    if run.settings.method == AR:  # the run is its own baseline
         step_ms = _mean_ms(b - a for a, b in zip(run.clock, run.clock[1:upto + 1]))
         return (tokens / seconds if seconds else None), 1.0, step_ms
     points = [(n, t) for n, t in run.baseline if n <= tokens]
@@ -92,13 +88,13 @@ def run_stats(run: Run, upto: int | None = None) -> Stats:
     upto = len(run.records) - 1 if upto is None else upto
     recs = run.records[: upto + 1]
     tokens = recs[-1].total_new_tokens if recs else 0
-    steps = sum(1 for r in recs if r.kind != "prefill")
+    steps = sum(1 for r in recs if r.kind != PREFILL)
     seconds = run.clock[upto] if recs else 0.0
     base_tps, speedup, base_ms = _baseline_stats(run, upto, tokens, seconds) if recs else (None, None, None)
     reached, accepted = _depths(run, upto)
     spec = [r for r in recs if r.tree is not None]
     same = None
-    if run.settings.decode.greedy and run.settings.method != "ar" and run.baseline_ids:
+    if run.settings.decode.greedy and run.settings.method != AR and run.baseline_ids:
         ours = [t for r in recs for t in r.new_token_ids]
         n = min(len(ours), len(run.baseline_ids))
         same = ours[:n] == run.baseline_ids[:n]
@@ -108,8 +104,8 @@ def run_stats(run: Run, upto: int | None = None) -> Stats:
         mean_accept_len=(tokens - 1) / steps if steps else 0.0,
         base_tokens_per_s=base_tps, speedup=speedup,
         depth_reached=tuple(reached), depth_accepted=tuple(accepted),
-        draft_ms=_mean_ms(r.draft_s for r in recs if r.kind != "prefill"),
-        verify_ms=_mean_ms(r.verify_s for r in recs if r.kind != "prefill"),
+        draft_ms=_mean_ms(r.draft_s for r in recs if r.kind != PREFILL),
+        verify_ms=_mean_ms(r.verify_s for r in recs if r.kind != PREFILL),
         base_step_ms=base_ms, tree_nodes=sum(len(r.tree) for r in spec) / len(spec) if spec else 1.0,
         same_as_plain=same,
     )

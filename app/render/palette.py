@@ -46,8 +46,3 @@ def look(proposer: str) -> Look:
     if proposer in LOOKS:
         return LOOKS[proposer]
     return _look(proposer[:3].upper(), proposer, _FALLBACK)  # a drafter with more heads than we have colours for
-
-
-def phase_of(proposer: str) -> str:
-    """The drafting phase that reveals a node: its serial step, or "parallel" for any MLP head."""
-    return "parallel" if proposer.startswith("mlp") else proposer

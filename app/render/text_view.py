@@ -4,7 +4,7 @@ from __future__ import annotations
 from html import escape
 from typing import Iterable, Mapping, Sequence
 
-from gumiho_core import StepRecord
+from gumiho_core import PREFILL, StepRecord
 
 from .palette import TARGET, look
 from .tree_view import legend_items, piece_of, visible
@@ -36,7 +36,7 @@ def token_origins(record: StepRecord) -> list[str]:
 
 
 def _token_tip(record: StepRecord, origin: str, position: int) -> str:
-    if record.kind == "prefill":
+    if record.kind == PREFILL:
         return "step 0 (prefill): the target's first token after reading the prompt"
     if origin == TARGET:
         what = "the target's own token" if record.tree is None else "the target's bonus token"

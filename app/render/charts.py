@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from gumiho_core import AR, GUMIHO, MAX_DEPTH, SERIAL
+
+from ..state import Run
 from .palette import TARGET, look
-from .state import Run
-from .stats import MAX_DEPTH, run_stats, running_speedup
+from .stats import run_stats, running_speedup
 from .text_view import token_origins
 from .tree_view import legend_items
 
 PLAIN_COLOUR = "#7a7a7a"
-METHOD_COLOUR = {"gumiho": "#D55E00", "serial": "#0072B2", "ar": PLAIN_COLOUR}
+METHOD_COLOUR = {GUMIHO: "#D55E00", SERIAL: "#0072B2", AR: PLAIN_COLOUR}
 _FONT = dict(size=14, family="system-ui, sans-serif")
 
 
@@ -27,10 +29,10 @@ def speed_figure(run: Run, upto: int) -> go.Figure:
     fig = _figure("Tokens over time (measured here)", "compute seconds (animation excluded)", "tokens")
     method = run.settings.method
     tokens = [r.total_new_tokens for r in run.records[: upto + 1]]
-    name = method if method != "ar" else "plain decoding"
+    name = method if method != AR else "plain decoding"
     fig.add_scatter(x=[0.0] + run.clock[: upto + 1], y=[0] + tokens, mode="lines+markers", line_shape="hv",
                     name=name, line=dict(color=METHOD_COLOUR[method], width=3))
-    if method != "ar" and run.baseline:
+    if method != AR and run.baseline:
         limit = tokens[-1] if tokens else 0
         pts = [(n, t) for n, t in run.baseline if n <= limit]
         fig.add_scatter(x=[0.0] + [t for _, t in pts], y=[0] + [n for n, _ in pts], mode="lines", line_shape="hv",
@@ -41,7 +43,7 @@ def speed_figure(run: Run, upto: int) -> go.Figure:
 def speedup_figure(run: Run, upto: int) -> go.Figure:
     """The running speedup: plain decoding's time to the same number of tokens, over this run's time."""
     fig = _figure("Speedup over plain decoding", "tokens so far", "× faster")
-    if run.settings.method == "ar":
+    if run.settings.method == AR:
         pairs = [(r.total_new_tokens, 1.0) for r in run.records[: upto + 1]]
     else:
         pairs = running_speedup(run, upto)
@@ -87,8 +89,8 @@ def depth_figure(run: Run, upto: int) -> go.Figure:
     # the axes are fixed, so an empty chart already shows what will come (plotly's default is -1..6)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
     fig.update_xaxes(range=[0.5, MAX_DEPTH + 0.5], tickvals=depths)
-    if run.settings.method == "ar" or not stats.steps:
-        why = "plain decoding drafts nothing" if run.settings.method == "ar" else "no decoding step yet"
+    if run.settings.method == AR or not stats.steps:
+        why = "plain decoding drafts nothing" if run.settings.method == AR else "no decoding step yet"
         fig.add_annotation(text=why, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=16))
         return fig
     heads = _head_by_depth(run, upto)

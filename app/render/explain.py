@@ -5,12 +5,13 @@ from __future__ import annotations
 from html import escape
 from typing import Mapping
 
-from gumiho_core import StepRecord
+from gumiho_core import AR, PARALLEL, PREFILL, StepRecord
 
+from ..stages import COMMITTED, VERIFIED
+from ..state import Run
 from .palette import look
-from .state import Run
 from .stats import Stats
-from .tree_view import COMMITTED, VERIFIED, piece_of, visible
+from .tree_view import piece_of, visible
 
 CSS = """
 .gm-cap{font-size:16px;line-height:1.45;padding:8px 12px;border-left:5px solid #0072B2;background:#f5f9fc;
@@ -24,6 +25,13 @@ CSS = """
 """
 
 
+def step_caption_placeholder() -> str:
+    return ('<div class="gm-cap" style="font-size:16px;padding:8px 12px;border-left:5px solid #0072B2;'
+            'background:#f5f9fc">Each step: the serial head drafts tokens 1 and 2, the MLP heads draft tokens '
+            '3–7 at once, the target verifies the whole tree in one pass, and the accepted tokens join the '
+            'text.</div>')
+
+
 def _quote(pieces: Mapping[int, str], tokens) -> str:
     return "“" + escape("".join(visible(piece_of(pieces, t)) for t in tokens)) + "”"
 
@@ -34,8 +42,8 @@ def _ms(seconds: float) -> str:
 
 def _phase_sentence(record: StepRecord, name: str) -> str:
     phase = next(p for p in record.phases if p.name == name)
-    kept = sum(1 for p in record.tree.proposer if p == name or (name == "parallel" and p.startswith("mlp")))
-    if name == "parallel":
+    kept = record.tree.phase.count(name)
+    if name == PARALLEL:
         first, last = min(phase.depths), max(phase.depths)
         return (f"<b>MLP heads, all at once:</b> {len(phase.depths)} small networks each guess one later position "
                 f"(tokens {first}–{last}) for every kept path, in a single batch: {phase.candidates} candidates "
@@ -48,7 +56,7 @@ def _phase_sentence(record: StepRecord, name: str) -> str:
 
 def step_caption(record: StepRecord, stage: str, pieces: Mapping[int, str], prompt_tokens: int) -> str:
     """One or two sentences saying what the picture shows at this stage of this step."""
-    if record.kind == "prefill":
+    if record.kind == PREFILL:
         text = (f"<b>Step 0, prefill:</b> the target reads the prompt ({prompt_tokens} tokens) in one pass and "
                 f"writes its first token {_quote(pieces, record.new_token_ids)} ({_ms(record.seconds)}).")
     elif record.tree is None:
@@ -90,7 +98,7 @@ def numbers_html(stats: Stats | None) -> str:
         cards = [_num("–", "tokens/s"), _num("–", "plain decoding tokens/s"), _num("–", "speedup"),
                  _num("–", "tokens per target pass")]
         return f'<style>{CSS}</style><div class="gm-nums">{"".join(cards)}</div>'
-    name = "plain decoding" if stats.method == "ar" else stats.method
+    name = "plain decoding" if stats.method == AR else stats.method
     base = f"{stats.base_tokens_per_s:.1f}" if stats.base_tokens_per_s else "–"
     speed = f"{stats.speedup:.2f}×" if stats.speedup else "–"
     cards = [_num(f"{stats.tokens_per_s:.1f}", f"tokens/s, {escape(name)}"),
@@ -116,7 +124,7 @@ def how_it_works_md(run: Run | None, stats: Stats | None, auto: str | None = Non
     if run is not None and stats is not None and stats.steps:
         parts.append(_this_run(run, stats))
     parts.append(_GUMIHO)
-    if run is not None and stats is not None and run.settings.method != "ar" and stats.steps:
+    if run is not None and stats is not None and run.settings.method != AR and stats.steps:
         parts.append(_depth_story(run, stats))
     tree = _tree_story(run) if run is not None else (f"**The draft tree.** {auto}" if auto else "")
     if tree:
@@ -131,7 +139,7 @@ _TREE_SIZE = ("A bigger tree finds more tokens to accept but costs more to verif
 
 def _tree_story(run: Run) -> str:
     s = run.settings
-    if s.method == "ar" or s.tree is None:
+    if s.method == AR or s.tree is None:
         return ""
     t = s.tree
     source = f" ({escape(s.tree_source.rstrip('.'))})" if s.tree_source else ""
@@ -159,7 +167,7 @@ _GUMIHO = (
 
 
 def _this_run(run: Run, stats: Stats) -> str:
-    if run.settings.method == "ar":
+    if run.settings.method == AR:
         passes = stats.steps + 1
         return (f"**This run** is plain decoding: {passes} target pass{'es' if passes != 1 else ''} for "
                 f"{_plural(stats.tokens, 'token')}, "

@@ -1,8 +1,9 @@
 """The draft tree as an SVG picture: a column per depth, a row per leaf.
 
 A node sits on the row of its best child, so the drafter's favourite continuation reads as one line
-from left to right. The layout is computed once per tree and kept for every stage of the animation
-("serial1", "serial2", "parallel", "verified", "committed"): nodes appear in place, nothing jumps.
+from left to right. The layout depends on the tree alone, so every stage of the animation ("serial1",
+"serial2", "parallel", "verified", "committed") puts each node in the same place: nodes appear in place,
+nothing jumps.
 Pure functions of a StepRecord and the token texts; no Gradio here.
 """
 from __future__ import annotations
@@ -12,11 +13,11 @@ from dataclasses import dataclass
 from html import escape
 from typing import Mapping
 
-from gumiho_core import DraftTree, StepRecord
+from gumiho_core import PARALLEL, PREFILL, DraftTree, StepRecord
 
-from .palette import LOOKS, TARGET, look, phase_of
+from ..stages import COMMITTED, VERIFIED, stages
+from .palette import LOOKS, TARGET, look
 
-VERIFIED, COMMITTED = "verified", "committed"
 COL_W, NODE_W, NODE_H, ROW_H = 120, 104, 20, 24  # px: 9 columns fit a ~1100 px panel
 TOP, LEFT = 50, 6  # room for the column headers
 LABEL_CHARS = 9  # token text shown on a node; the full text is on hover
@@ -52,13 +53,6 @@ def short(piece: str, limit: int = LABEL_CHARS) -> str:
 
 def piece_of(pieces: Mapping[int, str], token: int) -> str:
     return pieces.get(token, f"#{token}")
-
-
-def stages(record: StepRecord) -> tuple[str, ...]:
-    """The pictures of one step: its drafting phases, then verification and commit."""
-    if record.tree is None or record.verdict is None:
-        return (COMMITTED,)
-    return tuple(p.name for p in record.phases if p.name != "context") + (VERIFIED, COMMITTED)
 
 
 # -- layout ------------------------------------------------------------------------------------
@@ -158,18 +152,21 @@ def _edge_svg(pcol: int, prow: int, col: int, row: int, css: str, strong: bool, 
             f'stroke="{stroke}" stroke-width="{width}"{dash}/>')
 
 
-def _columns(tree: DraftTree) -> dict[int, str]:
-    """The proposer of each depth's column (one proposer per depth in both drafting modes)."""
-    return {tree.depth[i]: tree.proposer[i] for i in range(len(tree) - 1, -1, -1)}
+def _columns(tree: DraftTree) -> dict[int, int]:
+    """A node of each depth's column (one proposer, and so one phase, per depth in both drafting modes)."""
+    return {tree.depth[i]: i for i in range(len(tree) - 1, -1, -1)}
+
+
+_BANDS = ((False, "serial head, one step at a time", "#eef5fb", "#0b4f80"),
+          (True, "MLP heads, all at once", "#fdf3ea", "#8a3b00"))
 
 
 def _headers(tree: DraftTree, cols: int, height: int) -> str:
     """Column titles, and two shaded bands: what the serial head drafts and what the MLP heads draft at once."""
     by_depth = _columns(tree)
     parts = []
-    for phase, title, fill, ink in (("serial", "serial head, one step at a time", "#eef5fb", "#0b4f80"),
-                                    ("parallel", "MLP heads, all at once", "#fdf3ea", "#8a3b00")):
-        depths = [d for d, p in by_depth.items() if d > 0 and (phase_of(p) == "parallel") == (phase == "parallel")]
+    for parallel, title, fill, ink in _BANDS:
+        depths = [d for d, i in by_depth.items() if d > 0 and (tree.phase[i] == PARALLEL) == parallel]
         if depths:
             x0, _ = _xy(min(depths), 0)
             x1, _ = _xy(max(depths), 0)
@@ -177,7 +174,8 @@ def _headers(tree: DraftTree, cols: int, height: int) -> str:
                          f'rx="8" fill="{fill}"/><text class="gm-band" x="{x0}" y="17" fill="{ink}">{title}</text>')
     for col in range(cols):
         x, _ = _xy(col, 0)
-        name = "root" if col == 0 else (f"{look(by_depth[col]).tag} · depth {col}" if col in by_depth else "")
+        name = "root" if col == 0 else (f"{look(tree.proposer[by_depth[col]]).tag} · depth {col}"
+                                        if col in by_depth else "")
         parts.append(f'<text class="gm-head" x="{x + 2}" y="38">{escape(name)}</text>')
     return "".join(parts)
 
@@ -187,7 +185,7 @@ def _visible_nodes(tree: DraftTree, stage: str, order: tuple[str, ...]) -> tuple
     at = order.index(stage) if stage in order else len(order)
     shown, fresh = [], set()
     for i in range(len(tree)):
-        phase = phase_of(tree.proposer[i])
+        phase = tree.phase[i]
         idx = order.index(phase) if phase in order else -1  # the root (and any unknown phase) is always shown
         if idx <= at:
             shown.append(i)
@@ -266,8 +264,8 @@ def _lane_hint() -> str:
 def single_step_svg(record: StepRecord, pieces: Mapping[int, str]) -> str:
     """A step without a draft (the prefill, or plain decoding): context -> the target's one token."""
     token = record.new_token_ids[0] if record.new_token_ids else None
-    what = "prompt" if record.kind == "prefill" else "context"
-    heads = ("the prompt" if record.kind == "prefill" else "the text so far", "the target's token")
+    what = "prompt" if record.kind == PREFILL else "context"
+    heads = ("the prompt" if record.kind == PREFILL else "the text so far", "the target's token")
     body = [f'<text class="gm-head" x="{_xy(col, 0)[0] + 2}" y="38">{escape(h)}</text>' for col, h in enumerate(heads)]
     body.append(_node_svg(0, 0, "root", what, f"{heads[0]}: the target reads it in one pass", "gm-node", False))
     if token is not None:

@@ -1,0 +1,85 @@
+"""Which handler each event of the page calls, with which inputs and outputs, and the `generate` API
+endpoint. Decoding events share the queue's "animate" limit; small ones never wait behind a run."""
+from __future__ import annotations
+
+from functools import partial
+
+import gradio as gr
+
+from . import handlers as on
+from .animation import play
+from .backend import Backend, api_generate, compute_run, on_gpu
+from .messages import report
+from .settings import AUTO, Form, api_settings
+from .view import News, View
+
+QUIET = dict(show_progress="hidden")
+HIDDEN = dict(QUIET, api_visibility="private")
+FREE = dict(HIDDEN, concurrency_limit=None)  # never waits behind a decoding run
+ANIMATE = dict(QUIET, concurrency_id="animate")  # visitors animating at once: the queue's default limit
+
+
+def _run_handler(view: View, backend: Backend, compute):
+    """on_run with the form's values gathered into one Form (the inputs are the Form's fields, in order)."""
+    def run(user, *values):
+        yield from on.on_run(view, backend, compute, user, Form(*values))
+    return run
+
+
+def _wire_run(view: View, backend: Backend, form: Form) -> None:
+    """Run, Resume, Next, Replay and Stop (which cancels the others). "run" and "stop" are callable by clients
+    (not listed in the API page): tests drive many visitors through them."""
+    compute = on_gpu(partial(compute_run, backend), backend.device)
+    run_evt = view.run_btn.click(_run_handler(view, backend, compute), [view.state, *form.inputs], view.outputs,
+                                 api_name="run", api_visibility="undocumented", **ANIMATE)
+    resume_evt = view.resume_btn.click(partial(play, view, backend=backend), view.state, view.outputs,
+                                       api_visibility="private", **ANIMATE)
+    next_evt = view.next_btn.click(partial(play, view, backend=backend, one_step=True), view.state, view.outputs,
+                                   api_visibility="private", **ANIMATE)
+    replay_evt = view.replay_btn.click(partial(on.on_replay, view), [view.state, form.delay, form.fast],
+                                       view.outputs, concurrency_id="replay", **HIDDEN)
+    view.stop_btn.click(partial(on.on_stop, view), view.state, view.outputs, cancels=[run_evt, resume_evt, next_evt,
+                        replay_evt], api_name="stop", api_visibility="undocumented", concurrency_limit=None, **QUIET)
+
+
+def _wire_controls(demo: gr.Blocks, view: View, news: News, backend: Backend, form: Form) -> None:
+    """The buttons and fields that change the view or the form, and the server's news."""
+    tree = form.tree
+    view.pause_btn.click(on.on_pause, view.state, view.pause_btn, **FREE)
+    view.prev_btn.click(partial(on.on_prev, view), view.state, view.outputs, **FREE)
+    view.load_btn.upload(partial(on.on_load, view), [view.state, view.load_btn], view.outputs, **FREE)
+    form.delay.change(on.on_delay, [view.state, form.delay], None, **FREE)
+    form.fast.change(on.on_fast, [view.state, form.fast], form.delay, **FREE)
+    form.temperature.change(on.on_temperature, form.temperature, [form.seed, form.top_p], **FREE)
+    form.method.change(on.on_method, form.method, [form.preset, *tree], **FREE)
+    form.preset.input(partial(on.on_preset, backend), [form.preset, *tree], tree, **FREE)
+    for box in tree:
+        box.input(partial(on.on_tree_edit, backend.device), tree, form.preset, **FREE)
+    news.timer.tick(partial(on.on_tick, news, backend), view.state, news.outputs, **FREE)
+    demo.load(partial(on.on_preset, backend, AUTO), None, tree, **FREE)  # a new page's fields show auto as it is now
+    view.run_btn.click(lambda: gr.Timer(active=True), None, news.timer, **FREE)  # a failed load may be retried
+
+
+def _api(backend: Backend) -> None:
+    api = on_gpu(partial(api_generate, backend), backend.device)
+
+    def generate(prompt: str, method: str = "gumiho", max_new_tokens: int = 64, temperature: float = 0.0,
+                 seed: int = 0, tree: str = AUTO) -> dict:
+        """Decode `prompt` and return the run as `python -m gumiho_core.generate --json` prints it.
+
+        tree: "auto" (the CLI's default: the tree measured best on this device; waits for that measurement
+        if it is still running) or "paper" (the authors' 64-node tree).
+        """
+        try:
+            return api(api_settings(prompt, method, max_new_tokens, temperature, seed, tree))
+        except Exception as e:
+            raise gr.Error(report(e, "the generate endpoint")) from None
+
+    gr.api(generate, api_name="generate", concurrency_id="decode")
+
+
+def wire(demo: gr.Blocks, view: View, news: News, backend: Backend, form: Form) -> None:
+    """Every event of the page (`form` holds the Run form's components), and the API."""
+    _wire_run(view, backend, form)
+    _wire_controls(demo, view, news, backend, form)
+    _api(backend)

@@ -1,0 +1,139 @@
+"""One function per event of the page. Each moves the view (`UserState`) and redraws it; runs that animate
+are generators (see animation.py)."""
+from __future__ import annotations
+
+from html import escape
+
+import gradio as gr
+
+from gumiho_core import AR, GUMIHO, GumihoError
+
+from . import runfile
+from .animation import play
+from .backend import Backend, start_run
+from .messages import public_message, report
+from .render.explain import how_it_works_md
+from .render.status import auto_note, describe, model_line
+from .screen import picture
+from .settings import AUTO, CUSTOM, TREE_FIELDS, Form, parse_settings, preset_name, tree_presets, tree_settings
+from .stages import COMMITTED
+from .state import UserState
+from .view import News, View
+
+
+def on_run(view: View, backend: Backend, compute, user: UserState, form: Form):
+    """Start a run and animate it. `compute` is compute_run as the GPU sees it, for whole-run mode (ZeroGPU)."""
+    try:
+        settings = parse_settings(form, backend.device)
+    except GumihoError as e:
+        raise gr.Error(public_message(e)) from None
+    user.delay, user.fast, user.busy = float(form.delay), bool(form.fast), True
+    loading = "Loading the model (first run only)…" if not backend.ready else "Starting…"
+    if backend.whole_runs:
+        loading = "Computing the whole run on the GPU, then showing it step by step…"
+    yield picture(view, user, loading, charts=False)  # no second Run while this one starts
+    try:
+        run, live = (compute(settings), None) if backend.whole_runs else start_run(backend, settings)
+    except Exception as e:
+        message = report(e, "starting a run")
+        user.busy = False
+        yield picture(view, user, describe(user), charts=False)
+        raise gr.Error(message) from None
+    user.reset(run, live)
+    if backend.whole_runs:
+        yield from play(view, user, None, verb="Showing the computed steps of")
+    else:
+        yield from play(view, user, backend)
+
+
+def on_pause(user: UserState):
+    user.pause = True
+    return gr.update(interactive=False)
+
+
+def on_stop(view: View, user: UserState):
+    """Ends the run where it is (the running animation is cancelled by the event itself) and frees its caches."""
+    user.pause, user.busy = True, False
+    if user.live is not None:
+        user.live.release()
+        user.live = None
+    user.stage = COMMITTED  # a step cut short is shown whole
+    return picture(view, user, describe(user))
+
+
+def on_prev(view: View, user: UserState):
+    if user.run is None or user.cursor <= 0:
+        return picture(view, user, describe(user))
+    user.cursor, user.stage = user.cursor - 1, COMMITTED
+    return picture(view, user, describe(user))
+
+
+def on_replay(view: View, user: UserState, delay, fast):
+    if user.run is None:
+        raise gr.Error("there is no run to replay: press Run, or load a run file")
+    user.delay, user.fast = float(delay), bool(fast)
+    user.cursor, user.stage = -1, COMMITTED
+    yield from play(view, user, None)
+
+
+def on_load(view: View, user: UserState, path):
+    if not path:
+        raise gr.Error("no file was uploaded")
+    try:
+        run = runfile.read(path)
+    except runfile.RunFileError as e:
+        raise gr.Error(f"Could not load this run file: {e}") from None
+    user.reset(run)
+    user.cursor = len(run.records) - 1
+    gr.Info(f"Loaded a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it.",
+            duration=5)
+    return picture(view, user, f"Saved run loaded (no model needed): “{escape(run.settings.prompt[:120])}”. "
+                   + describe(user))
+
+
+def on_preset(backend: Backend, name: str, *values):
+    """A preset fills the advanced tree fields ("auto": with gumiho's tree as it stands now); "custom" leaves
+    them as they are (sent back: a value, never a bare update, see screen.picture())."""
+    cfg = backend.auto_tree(GUMIHO).tree if name == AUTO else tree_presets(backend.device).get(name)
+    if cfg is None:
+        return list(values)
+    return [getattr(cfg, k) for k in TREE_FIELDS]
+
+
+def on_tree_edit(device: str, *values):
+    """Editing a tree field shows which preset (if any) the fields now match."""
+    try:
+        return preset_name(tree_settings(values), device)
+    except GumihoError:
+        return CUSTOM
+
+
+def on_delay(user: UserState, delay):
+    user.delay = float(delay)
+
+
+def on_fast(user: UserState, fast):
+    """Fast mode has no pictures between steps, so the animation speed does nothing there."""
+    user.fast = bool(fast)
+    return gr.update(interactive=not user.fast)
+
+
+def on_temperature(temperature):
+    """Seed and top_p act only when sampling."""
+    sampling = bool(temperature) and temperature > 0
+    return gr.update(interactive=sampling), gr.update(interactive=sampling)
+
+
+def on_method(method):
+    """Plain decoding drafts no tree: its settings are off while it is chosen."""
+    return [gr.update(interactive=method != AR)] * (1 + len(TREE_FIELDS))
+
+
+def on_tick(news: News, backend: Backend, user: UserState):
+    """The server's news for one visitor: the model line and what auto means now (also in "How it works"
+    while there is no run). The timer stops when nothing more will change."""
+    status = backend.status()
+    note = auto_note(status)
+    how = user.charts.get(news.how) if user.run is not None else None
+    return {news.model: model_line(status), news.auto: note, news.timer: gr.Timer(active=not status.final),
+            news.how: how or how_it_works_md(None, None, note)}

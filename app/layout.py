@@ -1,0 +1,149 @@
+"""The page: `build_demo(backend)` lays out the components (gr.Blocks) and hands them to events.wire().
+Nothing is loaded here: the models load in the background."""
+from __future__ import annotations
+
+import gradio as gr
+
+from gumiho_core import GUMIHO
+
+from . import runfile
+from .backend import Backend
+from .events import wire
+from .render.explain import how_it_works_md, numbers_html, step_caption_placeholder
+from .render.status import auto_note, model_line, status_html
+from .render.text_view import output_html
+from .settings import AUTO, TREE_FIELDS, Form, preset_choices
+from .state import UserState
+from .view import News, View
+
+EXAMPLES = [
+    "Write a haiku about the sea.",
+    "Explain in three sentences why the sky is blue.",
+    "List five red fruits, one per line.",
+    "Write a Python function that tells whether a number is prime.",
+    "What is 17 times 23? Show your working.",
+]
+METHOD_CHOICES = [("gumiho: serial head for tokens 1-2, MLP heads for 3-7", "gumiho"),
+                  ("serial: the serial head at every depth (EAGLE-2 style)", "serial"),
+                  ("ar: plain decoding, one token per target pass", "ar")]
+# The panels that scroll are the components themselves, not the HTML inside them: a new picture replaces
+# the inside, and the scroll position (kept by the element that persists) stays where the visitor left it.
+PAGE_CSS = """
+.gm-status{font-size:15px;padding:6px 10px;border-radius:6px;background:#f4f4f4;color:#111}
+.gm-status .warn{color:#8a3b00}
+#gm-buttons button{min-width:0}
+#tree{max-height:72vh;overflow:auto !important}
+#text{max-height:40vh;overflow:auto !important}
+"""
+STATE_TTL_S = 3 * 3600  # a visitor's run (and a paused run's caches) is dropped this long after their last action
+TREE_TIPS = {"top_k": "children per node at the serial steps", "mlp_topk": "tokens per MLP head",
+             "pruning": "paths kept per MLP level", "total_tokens": "nodes verified per step, root included",
+             "depth": "deepest draft level"}
+
+
+def _advanced(backend: Backend) -> dict:
+    """Sampling and the draft tree, behind the "advanced" fold: the form's fields from seed on."""
+    with gr.Accordion("Advanced: sampling and draft tree", open=False, elem_id="advanced"):
+        seed = gr.Number(0, precision=0, label="Seed (sampling)", minimum=0, interactive=False, elem_id="seed")
+        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top_p (sampling)", interactive=False, elem_id="top-p")
+        preset = gr.Dropdown(preset_choices(backend.device), value=AUTO, label="Tree preset",
+                             info="auto: the best tree measured on this device; the others fill the fields below",
+                             elem_id="preset")
+        cfg = backend.auto_tree(GUMIHO).tree
+        tree = {k: gr.Number(getattr(cfg, k), precision=0, label=k, info=TREE_TIPS[k], elem_id=f"tree-{k}")
+                for k in TREE_FIELDS}
+        auto = gr.Markdown(auto_note(backend.status()), elem_id="auto-note")
+    return dict(seed=seed, top_p=top_p, preset=preset, auto=auto, **tree)
+
+
+def _form(backend: Backend) -> tuple[Form, gr.Markdown]:
+    """The left column: prompt, method, lengths, the advanced fold, the animation's speed. Returns the Run
+    form's components and the note on what auto means."""
+    prompt = gr.Textbox(label="Prompt", lines=3, placeholder="Ask the model something…", elem_id="prompt")
+    gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="Example prompts")
+    method = gr.Radio(METHOD_CHOICES, value="gumiho", label="Method", elem_id="method")
+    max_new = gr.Slider(1, 512, value=64, step=1, label="Max new tokens", elem_id="max-new-tokens")
+    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy, exact same text)",
+                            elem_id="temperature")
+    advanced = _advanced(backend)
+    auto = advanced.pop("auto")
+    with gr.Group():
+        delay = gr.Slider(0.05, 2, value=0.5, step=0.05, label="Animation: seconds per picture", elem_id="delay")
+        fast = gr.Checkbox(False, label="Fast mode: no animation, one picture per step", elem_id="fast")
+    form = Form(prompt=prompt, method=method, max_new_tokens=max_new, temperature=temperature, delay=delay,
+                fast=fast, **advanced)
+    return form, auto
+
+
+def _outputs_column() -> dict:
+    return dict(caption=gr.HTML(step_caption_placeholder(), elem_id="caption"),
+                tree=gr.HTML("", elem_id="tree"),
+                legend=gr.HTML("", elem_id="legend"),
+                text=gr.HTML(output_html([], {}), elem_id="text"),
+                answer=gr.Textbox(label="Answer as plain text (what the CLI prints)", lines=3, interactive=False,
+                                  buttons=["copy"], elem_id="answer"),
+                numbers=gr.HTML(numbers_html(None), elem_id="numbers"))
+
+
+def _toolbar() -> dict:
+    """Run and step controls, above the picture they act on."""
+    with gr.Row(elem_id="gm-buttons"):
+        return dict(run_btn=gr.Button("▶ Run", variant="primary", elem_id="run"),
+                    pause_btn=gr.Button("Pause", interactive=False, elem_id="pause"),
+                    resume_btn=gr.Button("Resume", interactive=False, elem_id="resume"),
+                    stop_btn=gr.Button("■ Stop", variant="stop", interactive=False, elem_id="stop"),
+                    prev_btn=gr.Button("◀ Prev", interactive=False, elem_id="prev"),
+                    next_btn=gr.Button("Next ▶", interactive=False, elem_id="next"),
+                    replay_btn=gr.Button("⟲ Replay", interactive=False, elem_id="replay"))
+
+
+def _files() -> dict:
+    """Saving a run, and loading one to replay without a model."""
+    with gr.Row():
+        return dict(export_btn=gr.DownloadButton("Export run (JSON)", interactive=False, elem_id="export", size="sm"),
+                    load_btn=gr.UploadButton("Load run file", file_types=[".json"], type="filepath", elem_id="load",
+                                             size="sm"))
+
+
+def _charts() -> dict:
+    with gr.Row():
+        speed, speedup = gr.Plot(label="speed", elem_id="speed"), gr.Plot(label="speedup", elem_id="speedup")
+    with gr.Row():
+        accept, depth = gr.Plot(label="tokens per step", elem_id="accept"), gr.Plot(label="depth", elem_id="depth")
+    return dict(speed=speed, speedup=speedup, accept=accept, depth=depth)
+
+
+def build_demo(backend: Backend) -> gr.Blocks:
+    """The whole page for `backend` (nothing is loaded here: the models load in the background)."""
+    return build_view(backend)[0]
+
+
+def build_view(backend: Backend) -> tuple[gr.Blocks, View]:
+    """The page and the components its pictures update (tests drive the handlers through the View)."""
+    with gr.Blocks(title="Gumiho visualiser", delete_cache=(3600, 3600)) as demo:
+        gr.Markdown("# Gumiho visualiser\nWatch speculative decoding draft, verify and accept, step by step: "
+                    "a serial transformer head drafts the first two tokens, parallel MLP heads the next five, "
+                    "and the target model keeps what it agrees with.")
+        with gr.Group():  # what this visitor's run is doing, and under it what the server is doing
+            status = gr.HTML(status_html("Type a prompt and press <b>Run</b>."), elem_id="status")
+            model = gr.HTML(model_line(backend.status()), elem_id="model-line")
+        with gr.Row():
+            with gr.Column(scale=1, min_width=320):
+                form, auto = _form(backend)
+                files = _files()
+            with gr.Column(scale=3):
+                toolbar = _toolbar()
+                column = _outputs_column()
+        charts = _charts()
+        with gr.Accordion("How it works", open=True):
+            how = gr.Markdown(how_it_works_md(None, None, auto_note(backend.status())), elem_id="how")
+        state = gr.State(UserState(), time_to_live=STATE_TTL_S, delete_callback=UserState.close)
+        view = View(status=status, how=how, state=state, **column, **charts, **toolbar, **files)
+        wire(demo, view, News(model, auto, how, gr.Timer(1.0)), backend, form)
+    return demo, view
+
+
+def launch_options() -> dict:
+    """Page-wide look and limits, passed to launch() (Gradio 6 takes css there). Errors other than gr.Error
+    show as a bare "Error" (show_error stays off): no traceback or server path reaches the page."""
+    return dict(css=PAGE_CSS, theme=gr.themes.Default(), max_file_size=runfile.MAX_BYTES, show_error=False)

@@ -1,0 +1,106 @@
+"""Status lines in words. For the visitor's run: the status line (what is running, paused or ended).
+For the server: the model line under it (loading, measuring this device, ready, or what failed and what
+still works) and the note under the tree settings on what "auto" chose.
+
+Every message that came from an error is already scrubbed of paths.
+"""
+from __future__ import annotations
+
+from html import escape
+from pathlib import PurePath
+
+from gumiho_core import AR, TREE_MODES
+
+from ..messages import scrub
+from ..settings import AUTO, fallback_preset
+from ..state import ServerStatus, UserState
+
+CSS = """
+.gm-model{font-size:13px;color:#333;padding:2px 10px}
+.gm-model.bad{color:#8a1c00;font-weight:600}
+"""
+
+
+def status_html(message: str, notes=()) -> str:
+    warn = "".join(f'<div class="warn">⚠ {escape(n)}</div>' for n in notes)
+    return f'<div class="gm-status" role="status">{message}{warn}</div>'
+
+
+STOP_WORDS = {"eos": "the model ended its answer", "max_new_tokens": "max new tokens reached",
+              "context": "the context is full"}
+
+
+def describe(user: UserState) -> str:
+    """The status line when nothing is running."""
+    run = user.run
+    if run is None:
+        return "Type a prompt and press <b>Run</b>."
+    where = f"step {user.cursor} of {len(run.records) - 1}"
+    if user.can_compute:
+        return f"Paused at {where}. <b>Next</b> shows one more step, <b>Resume</b> goes on, <b>Prev</b> goes back."
+    browse = "<b>Prev</b>/<b>Next</b> step through it, <b>Replay</b> animates it again, <b>Export</b> saves it."
+    if not run.finished:
+        return f"Stopped: showing {where}. {browse}"
+    reason = run.records[-1].stop_reason
+    return f"Showing {where}; the run has ended ({STOP_WORDS.get(reason, escape(str(reason)))}). {browse}"
+
+
+def _tree_words(run) -> str:
+    s = run.settings
+    if s.method == AR or s.tree is None:
+        return ""
+    fallback = " (not measured here yet)" if s.preset != AUTO and s.preset.startswith(AUTO) else ""
+    return f", tree <i>{escape(s.preset)}</i>{fallback}: {s.tree.total_tokens} nodes"
+
+
+def running_line(user: UserState, what: str) -> str:
+    """The status line while a run animates: `what` it does ("Running", "Replaying ..."), where it is."""
+    run = user.run
+    last = "…" if user.can_compute else len(run.records) - 1
+    return (f"{what} <b>{escape(run.settings.method)}</b> on {escape(run.target)} ({escape(run.device)})"
+            f"{_tree_words(run)}: step {max(user.cursor, 0)} of {last}. <b>Pause</b> to step back and forth.")
+
+
+def _drafter_words(status: ServerStatus) -> str:
+    if status.drafter_origin is None:
+        return f"⚠ not loaded ({escape(status.drafter_error or '')}): only plain decoding (ar) works"
+    if not status.drafter_trained:
+        return "untrained heads (exact output, little speedup)"
+    return f"heads from {escape(PurePath(status.drafter_origin).name)}"
+
+
+def _auto_words(status: ServerStatus) -> str:
+    if status.measuring is not None:
+        return (f"measuring this device once ({escape(status.measuring)}); until then auto runs use the "
+                f"<i>{escape(fallback_preset(status.device))}</i> tree")
+    if status.choices:
+        sizes = ", ".join(f"{c.tree.total_tokens} nodes for {m}" for m, c in status.choices.items())
+        return f"{sizes} (measured on this device)"
+    return f"the <i>{escape(fallback_preset(status.device))}</i> tree (this device is not measured)"
+
+
+def model_line(status: ServerStatus) -> str:
+    """One line: which model, on what, with which drafter, and what "auto" means now."""
+    if status.failed:
+        text = (f"⚠ The model could not be loaded: {escape(status.load_error)} Runs are off until it loads; "
+                f"<b>Load run file</b> still replays saved runs.")
+        return f'<style>{CSS}</style><div class="gm-model bad" role="status">{text}</div>'
+    if not status.ready:
+        text = (f"Loading the model {escape(scrub(status.target_spec))} on {escape(status.device)}… "
+                f"The page works meanwhile; a Run waits for it.")
+    else:
+        text = (f"Model: <b>{escape(status.target_name)}</b> on {escape(status.device)} · drafter: "
+                f"{_drafter_words(status)} · auto tree: {_auto_words(status)}")
+    return f'<style>{CSS}</style><div class="gm-model" role="status">{text}</div>'
+
+
+def auto_note(status: ServerStatus) -> str:
+    """Markdown under the tree settings: what auto chose on this device and why, or what it uses until then."""
+    head = (f"**{AUTO}** (the default, like the CLI's `--tree auto`): the tree with the best tokens/s measured on "
+            "this device, once per device, target and drafter.")
+    chosen = [f"*{mode}:* {escape(status.choices[mode].summary())}" for mode in TREE_MODES if mode in status.choices]
+    if chosen:
+        return "\n\n".join([head, *chosen])
+    tree = status.auto_tree
+    return (f"{head}\n\nRight now auto means {escape(status.auto_why)} ({tree.total_tokens} nodes, "
+            f"top_k {tree.top_k}, depth {tree.depth}).")

@@ -1,0 +1,52 @@
+"""The components that handlers update, grouped so that a handler names them instead of counting positions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import gradio as gr
+
+
+@dataclass
+class View:
+    """The components a picture updates, in the order handlers list them as outputs."""
+
+    status: gr.HTML
+    caption: gr.HTML
+    tree: gr.HTML
+    legend: gr.HTML
+    text: gr.HTML
+    answer: gr.Textbox
+    numbers: gr.HTML
+    speed: gr.Plot
+    speedup: gr.Plot
+    accept: gr.Plot
+    depth: gr.Plot
+    how: gr.Markdown
+    run_btn: gr.Button
+    pause_btn: gr.Button
+    resume_btn: gr.Button
+    stop_btn: gr.Button
+    prev_btn: gr.Button
+    next_btn: gr.Button
+    replay_btn: gr.Button
+    export_btn: gr.DownloadButton
+    load_btn: gr.UploadButton
+    state: gr.State
+
+    @property
+    def outputs(self) -> list:
+        return [getattr(self, f.name) for f in fields(self)]
+
+
+@dataclass
+class News:
+    """The components that follow the server rather than the visitor's run (see handlers.on_tick)."""
+
+    model: gr.HTML
+    auto: gr.Markdown
+    how: gr.Markdown
+    timer: gr.Timer
+
+    @property
+    def outputs(self) -> list:
+        return [self.model, self.auto, self.how, self.timer]

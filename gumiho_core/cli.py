@@ -1,0 +1,164 @@
+"""The command lines: what they share, and `python -m gumiho_core.generate` itself.
+
+    python -m gumiho_core.generate --prompt "Write a haiku about the sea." --method gumiho --json
+
+Shared by the CLIs (generate, bench, train): the model flags, the tree flags and how they become a tree,
+quiet transformers, and one way to fail: a GumihoError prints one line and the exit code is 2.
+The decoding CLI decodes one prompt with Gumiho, serial (EAGLE-2 style) drafting, or plain decoding.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from .config import AR, METHODS, TREE_FIELDS, DecodeConfig, TreeConfig
+from .engine import generate, start
+from .errors import GumihoError
+from .models import load_drafter, load_target
+from .text import decode_tokens, encode_prompt
+
+log = logging.getLogger(__name__)
+BAD_INPUT = 2  # the exit code of every CLI for bad input, after a one-line message
+
+
+# -- shared by the CLIs ------------------------------------------------------------------------------
+def target_from_args(args):
+    return load_target(args.target, device=args.device, dtype=args.dtype, device_map=args.device_map,
+                       trust_remote_code=args.trust_remote_code)
+
+
+def tree_args(parser: argparse.ArgumentParser) -> None:
+    """Tree flags shared by the CLIs: a preset, or explicit shape flags (unset ones take the paper's values)."""
+    d = TreeConfig()
+    g = parser.add_argument_group("draft tree")
+    g.add_argument("--tree", default="auto", choices=["auto", "paper"],
+                   help="auto: the tree with the best measured tokens/s on this device (measured once, cached); "
+                        "paper: the authors' 64-node tree. Any shape flag below overrides both.")
+    g.add_argument("--top-k", type=int, help=f"children per expanded node (paper: {d.top_k})")
+    g.add_argument("--mlp-topk", type=int, help=f"tokens per MLP head (paper: {d.mlp_topk})")
+    g.add_argument("--pruning", type=int, help=f"MLP beam width (paper: {d.pruning})")
+    g.add_argument("--total-tokens", type=int, help=f"nodes verified per step, root included (paper: {d.total_tokens})")
+    g.add_argument("--depth", type=int, help=f"deepest draft level (paper: {d.depth})")
+
+
+def explicit_tree(args) -> TreeConfig | None:
+    """The tree the shape flags ask for (paper values for unset ones), or None when no flag was given."""
+    given = {f: getattr(args, f) for f in TREE_FIELDS if getattr(args, f) is not None}
+    return TreeConfig(**given) if given else None
+
+
+def resolve_tree(args, method: str, target, drafter) -> tuple[TreeConfig, str]:
+    """(tree, a note on where it came from) for a speculative method."""
+    tree = explicit_tree(args)
+    if tree is not None:
+        return tree.with_(mode=method), "explicit flags"
+    if args.tree == "paper":
+        return TreeConfig(mode=method), "the authors' tree"
+    from .measure.autotree import choose_tree
+
+    choice = choose_tree(target, drafter, method)
+    return choice.tree.with_(mode=method), choice.summary()
+
+
+def model_args(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("models")
+    g.add_argument("--target", default="default",
+                   help="'default' (SmolLM2-135M-Instruct, offline), a folder or a hub id")
+    g.add_argument("--draft", default="default", help="'default', 'untrained', a folder, a checkpoint file or a hub id")
+    g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    g.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16/fp16 on GPU), float32, bfloat16, float16")
+    g.add_argument("--device-map", choices=["auto"], help="auto: spread a large target over all visible GPUs")
+    g.add_argument("--trust-remote-code", action="store_true",
+                   help="allow a hub model to run its own code (off by default; only for repositories you trust)")
+
+
+def quiet_transformers() -> None:
+    """No weight-loading progress bars or advisory warnings on a CLI's output."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def bad_input(error: GumihoError) -> int:
+    """Say what was wrong in one line (never a traceback) and give the exit code for it."""
+    print(f"error: {error}", file=sys.stderr)
+    return BAD_INPUT
+
+
+# -- python -m gumiho_core.generate ----------------------------------------------------------------
+GENERATE = """Decode one prompt with Gumiho, serial (EAGLE-2 style) drafting, or plain decoding.
+
+    python -m gumiho_core.generate --prompt "Write a haiku about the sea." --method gumiho --json
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gumiho_core.generate", description=GENERATE,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prompt", required=True, help="the user message")
+    p.add_argument("--method", default="gumiho", choices=METHODS)
+    p.add_argument("--max-new-tokens", type=int, default=DecodeConfig.max_new_tokens)
+    p.add_argument("--temperature", type=float, default=DecodeConfig.temperature, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=DecodeConfig.top_p)
+    p.add_argument("--seed", type=int, default=DecodeConfig.seed)
+    p.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("-v", "--verbose", action="store_true")
+    model_args(p)
+    tree_args(p)
+    return p
+
+
+def run(args) -> dict:
+    decode = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                          seed=args.seed)
+    explicit_tree(args)  # bad shape flags fail before any model loads
+    if not args.prompt.strip():
+        raise GumihoError("the prompt is empty: type something for the model to answer")
+    target = target_from_args(args)
+    drafter = tree = note = None
+    if args.method != AR:
+        drafter = load_drafter(args.draft, target)
+        tree, note = resolve_tree(args, args.method, target, drafter)
+        log.info("tree: %s", note)
+    prompt_ids = encode_prompt(target.tokenizer, args.prompt, raw=args.raw)
+    session = start(args.method, target, prompt_ids, decode, tree or TreeConfig(), drafter)
+    stream = None if args.json else _Streamer(target.tokenizer)
+    result = generate(session, args.method, keep_records=False, on_step=stream)
+    return result.report(decode_tokens(target.tokenizer, result.token_ids), target.name, note)
+
+
+class _Streamer:
+    """Prints the answer as it grows (whole words: re-decodes the full text, prints the new suffix)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.ids, self.shown = tokenizer, [], ""
+
+    def __call__(self, record):
+        self.ids += record.new_token_ids
+        text = decode_tokens(self.tokenizer, self.ids)
+        sys.stdout.write(text[len(self.shown):] if text.startswith(self.shown) else "\n" + text)
+        sys.stdout.flush()
+        self.shown = text
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    quiet_transformers()
+    try:
+        out = run(args)
+    except GumihoError as e:
+        return bad_input(e)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"\n\n[{out['method']}] {out['new_tokens']} tokens in {out['steps']} steps, "
+              f"mean accepted length {out['mean_accept_len']:.2f}, {out['wall_s']:.2f} s "
+              f"({out['tokens_per_s']:.1f} tokens/s)", file=sys.stderr)
+    return 0
+
+

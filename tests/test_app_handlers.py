@@ -1,0 +1,223 @@
+"""The page's handlers driven directly with the default model (no server): runs, Stop, the API, failures."""
+import json
+import re
+
+import pytest
+from app_data import fake_choice, form, needs_default
+
+from app.render.stats import run_stats
+from app.settings import AUTO, api_settings, parse_settings, tree_presets
+from app.stages import COMMITTED
+from app.state import UserState
+from gumiho_core import GumihoError
+
+PROMPT = "Name three colours of the rainbow."
+PAPER_FLAGS = ["--top-k", "14", "--mlp-topk", "35", "--pruning", "35", "--total-tokens", "64", "--depth", "7"]
+
+
+@pytest.fixture(scope="module")
+def app_view():
+    from app.backend import Backend
+    from app.layout import build_view
+
+    models = Backend("default", "default", "cpu")
+    demo, view = build_view(models)
+    return models, view
+
+
+def cli_json(capsys, *argv) -> dict:
+    from gumiho_core.cli import main
+
+    assert main(["--prompt", PROMPT, "--json", "--device", "cpu", *PAPER_FLAGS, *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def run_handler(models, view, user, prompt=PROMPT, method="gumiho", max_new_tokens=12, fast=True,
+                preset="small (CPU)", compute=None):
+    from app.handlers import on_run
+
+    return on_run(view, models, compute, user, form(prompt=prompt, method=method, max_new_tokens=max_new_tokens,
+                                                    preset=preset, fast=fast))
+
+
+RUN_INPUTS = ["prompt", "method", "max-new-tokens", "temperature", "top-p", "seed", "preset", "tree-top_k",
+              "tree-mlp_topk", "tree-pruning", "tree-total_tokens", "tree-depth", "delay", "fast"]
+
+
+def test_the_run_event_takes_the_form_in_the_order_its_clients_send():
+    """gradio_client callers of "run" send the form positionally (tests/test_concurrency.py): the page's
+    components, and so the Form's fields, keep that order."""
+    from app.backend import Backend
+    from app.layout import build_view
+
+    demo, view = build_view(Backend("default", "default", "cpu"))
+    run = next(fn for fn in demo.fns.values() if fn.api_name == "run")
+    assert run.inputs[0] is view.state
+    assert [c.elem_id for c in run.inputs[1:]] == RUN_INPUTS
+
+
+@needs_default
+def test_pause_next_prev_resume_and_the_text_equals_the_clis(app_view, capsys):
+    from app.animation import play
+    from app.handlers import on_prev
+
+    models, view = app_view
+    user = UserState()
+    frames = run_handler(models, view, user)
+    for _ in range(4):
+        next(frames)
+    user.pause = True  # what the Pause button does
+    list(frames)
+    assert not user.busy and user.can_compute and user.cursor >= 1
+    at = user.cursor
+    list(play(view, user, models, one_step=True))
+    assert user.cursor == at + 1 and user.stage == COMMITTED
+    on_prev(view, user)
+    assert user.cursor == at
+    last = list(play(view, user, models))[-1]
+    assert user.run.finished and not user.can_compute and not user.busy
+    cli = cli_json(capsys, "--max-new-tokens", "12")
+    assert user.run.token_ids == cli["token_ids"] and user.run.text == cli["text"]
+    assert user.run.baseline_ids[: len(cli["token_ids"])] == cli["token_ids"]  # the interleaved plain run
+    assert last[view.answer] == cli["text"] and "gm-node" in last[view.tree] and last[view.speed] is not None
+    steps = len(user.run.records) - 1
+    assert run_stats(user.run).mean_accept_len == pytest.approx((len(cli["token_ids"]) - 1) / steps)
+
+
+@needs_default
+def test_every_picture_sets_every_output(app_view):
+    """A component left out of a picture gets Gradio's generic update; alternating that with values makes
+    each session's copy of the page grow at every step (Gradio 6.31). So no picture leaves one out."""
+    models, view = app_view
+    user = UserState()
+    frames = list(run_handler(models, view, user, max_new_tokens=12, fast=False))
+    assert len(user.run.records) >= 3  # several animated steps, not only the first picture
+    assert len(frames) > 8 and all(set(f) == set(view.outputs) for f in frames)
+
+
+@needs_default
+def test_stop_ends_the_run_and_keeps_what_was_shown(app_view):
+    from app.handlers import on_stop
+
+    models, view = app_view
+    user = UserState()
+    frames = run_handler(models, view, user, max_new_tokens=30)
+    for _ in range(3):
+        next(frames)
+    frames.close()  # what cancelling the event does to the generator
+    out = on_stop(view, user)
+    assert user.live is None and not user.busy and not user.can_compute and user.run.records
+    assert "Stopped: showing step" in out[view.status]
+
+
+@needs_default
+@pytest.mark.parametrize("prompt,message", [("  ", "the prompt is empty"),
+                                            ("sea " * 3000, "this app takes at most 2048")])
+def test_bad_prompts_fail_before_anything_changes(app_view, prompt, message):
+    import gradio as gr
+
+    models, view = app_view
+    user = UserState()
+    with pytest.raises(gr.Error, match=message):
+        list(run_handler(models, view, user, prompt=prompt))
+    assert user.run is None and not user.busy
+
+
+@needs_default
+def test_the_api_endpoint_returns_what_the_cli_prints(app_view, capsys):
+    from app.backend import api_generate
+
+    models, _ = app_view
+    for method in ("gumiho", "ar"):
+        ours = api_generate(models, api_settings(PROMPT, method, 12, 0.0, 0, tree="paper"))
+        cli = cli_json(capsys, "--method", method, "--max-new-tokens", "12")
+        for key in ("token_ids", "text", "steps", "new_tokens", "mean_accept_len", "stop_reason"):
+            assert ours[key] == cli[key], key
+    assert ours["tree"] is None and models.step_lock.acquire(blocking=False)  # the lock was let go
+    models.step_lock.release()
+
+
+@needs_default
+def test_the_api_uses_the_auto_tree_as_the_cli_does(app_view, monkeypatch):
+    from app import backend
+
+    models, _ = app_view
+    choice = fake_choice(nodes=8)
+    monkeypatch.setitem(models.auto.choices, "gumiho", choice)
+    ours = backend.api_generate(models, api_settings(PROMPT, "gumiho", 12, 0.0, 0))
+    assert ours["tree"] == choice.tree.to_dict() and ours["tree_source"] == choice.summary()
+    paper = backend.api_generate(models, api_settings(PROMPT, "gumiho", 12, 0.0, 0, tree="paper"))
+    assert ours["token_ids"] == paper["token_ids"] and paper["tree_source"] == "the authors' tree"
+
+
+@needs_default
+def test_a_run_with_preset_auto_says_which_tree_it_used(app_view):
+    models, view = app_view
+    user = UserState()
+    frames = list(run_handler(models, view, user, preset=AUTO, max_new_tokens=4))
+    s = user.run.settings
+    assert s.preset == "auto → small (CPU)" and s.tree == tree_presets()["small (CPU)"]
+    assert any("tree <i>auto → small (CPU)</i> (not measured here yet): 16 nodes" in str(f.get(view.status, ""))
+               for f in frames)
+    how = frames[-1][view.how]
+    assert "**The draft tree.**" in how and "the small (CPU) tree until this device is measured" in how
+
+
+@needs_default
+def test_whole_run_mode_computes_first_then_shows_the_same_steps(app_view):
+    from functools import partial
+
+    from app.backend import Backend, compute_run
+
+    models, view = app_view
+    live, whole = UserState(), UserState()
+    list(run_handler(models, view, live))
+    once = Backend("default", "default", "cpu", whole_runs=True)
+    once.loader = models.loader  # the same weights, computed the ZeroGPU way
+    frames = list(run_handler(once, view, whole, compute=partial(compute_run, once)))
+    assert whole.run.token_ids == live.run.token_ids and whole.run.text == live.run.text
+    assert whole.live is None and len(once.live) == 0
+    assert "Showing the computed steps of" in str(frames[2][view.status])
+
+
+@needs_default
+def test_a_drafter_of_another_target_leaves_plain_decoding_working(app_view, tmp_path):
+    import torch
+    from tiny import random_drafter, tiny_target
+
+    from app.backend import Backend, start_run
+    from app.render.status import model_line
+
+    models, view = app_view
+    small = tiny_target(seed=0)
+    state = random_drafter(small).state_dict()
+    state["embed_tokens.weight"] = small.shared_weights().embed
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    other = Backend("default", str(tmp_path / "pytorch_model.bin"), "cpu")
+    loaded = other.get()
+    assert loaded.drafter is None and "belongs to another model" in loaded.drafter_error
+    assert str(tmp_path) not in loaded.drafter_error and "…/pytorch_model.bin" in loaded.drafter_error
+    assert "only plain decoding (ar) works" in model_line(other.status())
+    run, live = start_run(other, parse_settings(form(method="ar", max_new_tokens=3), "cpu"))
+    assert live.can_compute
+    with pytest.raises(GumihoError, match="needs the drafter, which could not be loaded.*method ar"):
+        start_run(other, parse_settings(form(method="gumiho"), "cpu"))
+
+
+@pytest.mark.parametrize("spec,message", [("/no/such/model", "target path '…/model' does not exist"),
+                                          ("nobody/no-such-model", "could not load target 'nobody/no-such-model'")])
+def test_a_target_that_cannot_load_is_reported_and_runs_say_so(monkeypatch, spec, message):
+    import gradio as gr
+    import huggingface_hub.constants
+
+    from app.backend import Backend
+    from app.layout import build_view
+    from app.render.status import model_line
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # an unreachable hub, minus its retries
+    models = Backend(spec, "default", "cpu")
+    _, view = build_view(models)
+    with pytest.raises(gr.Error, match=re.escape(message)):
+        list(run_handler(models, view, UserState()))
+    assert "could not be loaded" in model_line(models.status()) and "Load run file" in model_line(models.status())
+    assert models.loader.error and "/no/such" not in models.loader.error
