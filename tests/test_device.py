@@ -141,3 +141,15 @@ def test_autotree_timings_wait_for_the_device(tiny_pair, monkeypatch):
     ar_s, verify_s = autotree.measure_verify(session, nodes=(2, 4), reps=2)
     assert set(syncs) == {target.device} and len(syncs) == 2 * 2 * 3  # before and after each of 2 reps, 3 curves
     assert set(verify_s) == {"2", "4"} and ar_s > 0
+
+
+def test_auto_dtype_is_bf16_only_where_the_gpu_computes_it(monkeypatch):
+    """A T4 answers is_bf16_supported() with True (it emulates bf16, slowly): auto must pick fp16 there."""
+    from gumiho_core.models import resolve_dtype
+
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)  # T4
+    assert resolve_dtype("auto", cuda) == torch.float16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # A10G, L4, H100
+    assert resolve_dtype("auto", cuda) == torch.bfloat16
+    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
