@@ -212,8 +212,7 @@ class SpeculativeDecoder(Decoder):
         tree, phases = build_tree(self.ctx, self.generated[-1], self.tree_cfg,
                                   max_depth=self.target.max_len - self.seq_len,
                                   clock=self._clock if self.trace else None)
-        # traced phases lap the session's clock (its next lap is what followed them); untraced ones have their own
-        draft_s = self._clock.lap() + (sum(p.seconds for p in phases) if self.trace else 0.0)
+        draft_s = self._clock.lap() + (sum(p.seconds for p in phases) if self.trace else 0.0)  # traced: one clock
         verdict, feats = self._verify(tree, past)
         verify_s = self._clock.lap()
         new, reason = self._stop([tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus])

@@ -49,7 +49,7 @@ def tiny_llama(vocab: int, tokenizer, hidden: int, layers: int) -> LlamaForCausa
 
 
 def word_tokenizer(vocab: int):
-    """A stand-in tokenizer of `vocab` words "w0".."w{vocab-1}" split on spaces, for machines without the default model."""
+    """A stand-in tokenizer: `vocab` words "w0", "w1", ... split on spaces (for machines without the default model)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 

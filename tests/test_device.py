@@ -55,8 +55,8 @@ def test_a_session_keeps_every_tensor_on_the_target_device(tiny_pair, monkeypatc
 def test_a_host_tensor_in_the_engine_is_caught(tiny_pair, monkeypatch):
     """The simulation can fail: a tree mask left on the host is what a GPU would refuse."""
     target, drafter = placed_pair(tiny_pair, monkeypatch)
-    host_mask = DraftTree.attention_mask
-    monkeypatch.setattr(DraftTree, "attention_mask", lambda self, past, dtype, device: host_mask(self, past, dtype, "cpu"))
+    on_device = DraftTree.attention_mask
+    monkeypatch.setattr(DraftTree, "attention_mask", lambda tree, past, dtype, _: on_device(tree, past, dtype, "cpu"))
     sim = SimulatedDevices()
     with sim:
         generate(start("gumiho", target, PROMPT, DecodeConfig(max_new_tokens=6), TREE, drafter))

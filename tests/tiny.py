@@ -23,7 +23,8 @@ TEST_DEVICE = os.environ.get("GUMIHO_TEST_DEVICE", "cpu")
 TINY_VOCAB = 97
 
 
-def tiny_config(vocab=TINY_VOCAB, hidden=64, layers=2, heads=4, kv_heads=2, max_len=256, eos=None, tie=False) -> LlamaConfig:
+def tiny_config(vocab=TINY_VOCAB, hidden=64, layers=2, heads=4, kv_heads=2, max_len=256, eos=None,
+                tie=False) -> LlamaConfig:
     return LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=max_len,
                        rms_norm_eps=1e-5, eos_token_id=eos, bos_token_id=None, pad_token_id=None,
