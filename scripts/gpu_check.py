@@ -6,8 +6,8 @@
 Without CUDA, and without --device cpu, it prints one line and exits with code 2.
 
 What it measures, in bf16 and in fp16 (each part skipped, and said so, once its time budget is spent):
-1. tests: the CUDA-capable tests (tests/test_half_precision.py, tests/test_device.py) with GUMIHO_TEST_DEVICE
-   set to the device; the summary line and the exit code.
+1. tests: the tests of the GPU path, tests/test_half_precision.py on the device itself (GUMIHO_TEST_DEVICE)
+   and tests/test_device.py (simulated devices, timing); the summary line and the exit code.
 2. the tiny pair in the published layout (scripts/make_demo_checkpoint.write_pair, a word tokenizer): ar, gumiho
    and serial on a few prompts at temperature 0: how many runs are token-identical to ar (each divergence
    diagnosed by gumiho_core.exactness: a rounding near-tie or not), tokens/s, mean accepted length, peak memory.
@@ -242,11 +242,12 @@ def heldout_prompts(n: int) -> list[list[int]]:
     return [encode_prompt(tokenizer, row["prompt"]) for row in read_jsonl(ROOT / "prompts" / "heldout.jsonl")[:n]]
 
 
-def check_pair(specs: tuple[str, str, str], prompts, new_tokens: int, extras: bool, ctx: dict) -> dict:
-    """One pair in bf16 and fp16. A dtype starts only if the budget has as long left as the one before took."""
+def check_pair(report: dict, specs: tuple[str, str, str], prompts, new_tokens: int, extras: bool, ctx: dict) -> None:
+    """One pair in bf16 and fp16, into `report` (saved after each). A dtype starts only if the budget has as long
+    left as the one before took."""
     target_spec, drafter_spec, weights = specs
-    report = {"weights": weights, "prompts": len(prompts), "new_tokens": new_tokens,
-              "tree": ctx["tree"].to_dict(), "drafter": Path(drafter_spec).name}
+    report.update(weights=weights, prompts=len(prompts), new_tokens=new_tokens, tree=ctx["tree"].to_dict(),
+                  drafter=Path(drafter_spec).name)
     needed = 0.0
     for dtype in DTYPES:
         if ctx["budget"].left() <= needed:
@@ -256,7 +257,6 @@ def check_pair(specs: tuple[str, str, str], prompts, new_tokens: int, extras: bo
         report[dtype] = measure_dtype(load, prompts, new_tokens, ctx["tree"], extras, ctx["plan"])
         needed = report[dtype]["seconds"]
         ctx["save"]()
-    return report
 
 
 def run_tests(device: str, budget_s: float) -> dict:
@@ -292,16 +292,16 @@ def check(args, report: dict, save) -> None:
            "tree": TREES["cuda" if args.device.startswith("cuda") else "cpu"]}
     with tempfile.TemporaryDirectory() as work:
         tiny = write_pair(Path(work) / "tiny", word_tokenizer(TINY_VOCAB), sharpen=TINY_SHARPEN, heads_std=0.05)
-        report["tiny"] = check_pair((str(tiny[0]), str(tiny[1]), "random (the tiny published-layout pair)"),
-                                    random_prompts(TINY_VOCAB, plan.prompts), plan.tiny_tokens, False, ctx)
-        save()
+        specs = (str(tiny[0]), str(tiny[1]), "random (the tiny published-layout pair)")
+        prompts = random_prompts(TINY_VOCAB, plan.prompts)
+        check_pair(report.setdefault("tiny", {}), specs, prompts, plan.tiny_tokens, False, ctx)
         if args.skip_default:
             return
         if ctx["budget"].left() < DEFAULT_MIN_S:
             report["default"] = {"skipped": f"time budget: {ctx['budget'].left():.0f} s left"}
             return
         specs, prompts = default_pair(Path(work), plan.prompts)
-        report["default"] = check_pair(specs, prompts, plan.default_tokens, True, ctx)
+        check_pair(report.setdefault("default", {}), specs, prompts, plan.default_tokens, True, ctx)
 
 
 def main(argv=None) -> int:
