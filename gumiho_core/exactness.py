@@ -28,7 +28,8 @@ class Divergence:
 
     @property
     def near_tie(self) -> bool:
-        """Each run's logits lie within `noise` of fp32, so they may order two tokens differently within 2 * noise."""
+        """Two runs whose logits each stray from fp32 by at most `noise` (as the dtype's own full pass over the prefix
+        does) can order two tokens differently only when the tokens' fp32 gap is within 2 * noise."""
         return self.fp32_gap <= 2 * self.noise
 
     def to_dict(self) -> dict:
@@ -45,7 +46,7 @@ def first_difference(plain, other) -> int | None:
 def first_divergence(target: Target, prompt_ids, plain, other) -> Divergence | None:
     """None if `other` equals `plain` (new tokens of the same prompt) over their common length, else the diagnosis.
 
-    Runs the prefix through the target and through a float32 copy of it (memory: 4 bytes per parameter).
+    Runs the prefix through the target and, for a bf16/fp16 target, a float32 copy of it (4 bytes per parameter).
     """
     i = first_difference(plain, other)
     if i is None:
@@ -53,6 +54,7 @@ def first_divergence(target: Target, prompt_ids, plain, other) -> Divergence | N
     n = len(prompt_ids)
     seq = torch.tensor([list(prompt_ids) + list(plain[:i])], device=target.device)
     own = target.model(input_ids=seq).logits[0, n - 1:].float()  # [i + 1, V]: the logits before new tokens 0..i
-    ref = copy.deepcopy(target.model).float()(input_ids=seq).logits[0, n - 1:].float()
+    fp32 = target.model if target.dtype == torch.float32 else copy.deepcopy(target.model).float()
+    ref = fp32(input_ids=seq).logits[0, n - 1:].float()
     a, b = int(plain[i]), int(other[i])
     return Divergence(i, a, b, float((ref[i, a] - ref[i, b]).abs()), float((own - ref).abs().max()))

@@ -103,9 +103,10 @@ def test_half_target_full_acceptance_with_an_oracle_drafter(tiny_pair, monkeypat
     assert agreed < 6 or whole, "the first step proposes tokens 1-4, all agreed on: it must accept them"
 
 
-def test_a_clear_choice_is_no_near_tie(tiny_pair, monkeypatch):
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_a_clear_choice_is_no_near_tie(tiny_pair, monkeypatch, dtype):
     """The near-tie test can fail: a run that parts at a clear choice of the target is a real error."""
-    target, _ = load_pair(tiny_pair, monkeypatch, "bfloat16", "bfloat16")
+    target, _ = load_pair(tiny_pair, monkeypatch, dtype, dtype)
     prompt = PROMPTS[2]
     plain = list(generate(start("ar", target, prompt, DecodeConfig(max_new_tokens=8))).token_ids)
     with torch.inference_mode():
@@ -113,6 +114,7 @@ def test_a_clear_choice_is_no_near_tie(tiny_pair, monkeypatch):
     wrong = plain[:5] + [int(logits.argmin())] + plain[6:]
     parted = first_divergence(target, prompt, plain, wrong)
     assert parted.position == 5 and not parted.near_tie, parted
+    assert (parted.noise == 0) == (dtype == "float32")  # fp32 is its own reference
     assert first_divergence(target, prompt, plain, plain) is None
 
 
