@@ -118,6 +118,17 @@ class GumihoDrafter(nn.Module):
     def trained(self) -> bool:
         return self.origin != "untrained"
 
+    def _apply(self, fn, recurse=True):
+        """Casts and moves keep RoPE's inverse frequencies in fp32, as HF's loaders keep the target's.
+
+        In bf16 they keep 8 bits: at position 500 a rotation angle would be off by up to 0.7 radian.
+        """
+        rope = {name: buf.float() for name, buf in self.rotary.named_buffers()}
+        super()._apply(fn, recurse)
+        for name, fp32 in rope.items():
+            setattr(self.rotary, name, fp32.to(getattr(self.rotary, name).device))
+        return self
+
     def bind(self, shared: SharedWeights) -> None:
         V, H = shared.embed.shape
         if (V, H) != (self.cfg.vocab_size, self.cfg.hidden_size):
@@ -129,8 +140,8 @@ class GumihoDrafter(nn.Module):
     # -- the four pieces the tree builder and the trainer compose --------------------------------
     def fuse(self, tokens: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """fc(concat(embedding(token), feature)), embedding first. [..., T] x [..., T, H] -> [..., T, H]"""
-        emb = F.embedding(tokens, self.shared.embed).to(features.dtype)
-        return self.fc(torch.cat((emb, features), dim=-1))
+        emb = F.embedding(tokens.to(self.shared.embed.device), self.shared.embed)  # on the target's first GPU
+        return self.fc(torch.cat((emb.to(features.device, features.dtype), features), dim=-1))
 
     def serial(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
                cache: KVCache | None = None) -> torch.Tensor:

@@ -44,7 +44,8 @@ class DraftContext:
         T = next_tokens.shape[0]
         self.cache.crop(self.committed)
         start = self.committed
-        x = self.drafter.fuse(next_tokens[None], features[None].to(self.drafter.fc.weight.dtype))  # [1, T, H]
+        weight = self.drafter.fc.weight  # the target's features come from its last layer's device (--device-map)
+        x = self.drafter.fuse(next_tokens[None], features[None].to(weight.device, weight.dtype))  # [1, T, H]
         positions = torch.arange(start, start + T, device=x.device)[None]
         causal = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)[None, None]
         out = self.drafter.serial(x, positions, causal, self.cache)

@@ -52,13 +52,13 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.floa
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    """fp32 on a CPU; bf16 on a GPU that has it, else fp16."""
+    """fp32 on a CPU; bf16 on a GPU that computes it natively (Ampere and later), else fp16 (a T4 emulates bf16)."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype in (None, "auto"):
         if device.type != "cuda":
             return torch.float32
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
     if dtype not in DTYPES:
         raise GumihoError(f"unknown dtype {dtype!r}: use auto, {', '.join(DTYPES)}")
     return DTYPES[dtype]

@@ -11,6 +11,8 @@ out/demo/draft   pytorch_model.bin in the authors' layout (keys and shapes as GU
                  embed_tokens.weight included), as the amd/Gumiho-* repositories publish it.
 The weights are random: the text is gibberish and the drafter rarely guesses right (the output is still
 exactly the target's), but every file goes through the loaders a published checkpoint goes through.
+The tests and scripts/gpu_check.py build their tiny published-layout pairs with `write_pair` (with a stand-in
+`word_tokenizer` where the default model is absent).
 """
 from __future__ import annotations
 
@@ -46,12 +48,47 @@ def tiny_llama(vocab: int, tokenizer, hidden: int, layers: int) -> LlamaForCausa
     return LlamaForCausalLM(cfg).eval()
 
 
-def official_state(target_dir: Path) -> dict[str, torch.Tensor]:
-    """An (untrained) drafter for the saved target, keyed as the authors' pytorch_model.bin."""
+def word_tokenizer(vocab: int):
+    """A stand-in tokenizer: `vocab` words "w0", "w1", ... split on spaces (for machines without the default model)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(vocab)}, unk_token="w0"))
+    words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0")
+
+
+def official_state(target_dir: Path, heads_std: float | None = None) -> dict[str, torch.Tensor]:
+    """A drafter for the saved target, keyed as the authors' pytorch_model.bin: untrained (MLP heads zero), or with
+    every weight but the norms drawn from N(0, heads_std), so that every head proposes something of its own."""
     target = load_target(str(target_dir), device="cpu")
-    state = dict(untrained_drafter(target).state_dict())
+    drafter = untrained_drafter(target).float()
+    if heads_std is not None:
+        with torch.no_grad():
+            for name, p in drafter.named_parameters():
+                if "norm" not in name:
+                    p.normal_(0.0, heads_std)
+    state = dict(drafter.state_dict())
     state["embed_tokens.weight"] = target.shared_weights().embed  # the official files carry a copy of it
     return {k: v.detach().clone().contiguous() for k, v in state.items()}
+
+
+def write_pair(out: Path, tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0, sharpen: float = 1.0,
+               heads_std: float | None = None) -> tuple[Path, Path]:
+    """Write out/target (save_pretrained, with `tokenizer`) and out/draft/pytorch_model.bin; returns both paths.
+
+    sharpen scales the target's lm_head: sharper distributions, more repetitive text, more accepted drafts.
+    """
+    target_dir, draft_file = out / "target", out / "draft" / "pytorch_model.bin"
+    torch.manual_seed(seed)
+    model = tiny_llama(len(tokenizer), tokenizer, hidden, layers)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(sharpen)
+    model.save_pretrained(target_dir)
+    tokenizer.save_pretrained(target_dir)
+    draft_file.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(official_state(target_dir, heads_std), draft_file)
+    return target_dir, draft_file
 
 
 def main(argv=None) -> int:
@@ -64,20 +101,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     hf_logging.disable_progress_bar()
     out = Path(args.out)
-    target_dir, draft_dir = out / "target", out / "draft"
     tokenizer = default_tokenizer()
-    vocab = len(tokenizer) if tokenizer is not None else args.vocab
-    torch.manual_seed(args.seed)
-    tiny_llama(vocab, tokenizer, args.hidden, args.layers).save_pretrained(target_dir)
     if tokenizer is None:
-        print(f"wrote {target_dir} (no tokenizer)")
+        torch.manual_seed(args.seed)
+        tiny_llama(args.vocab, None, args.hidden, args.layers).save_pretrained(out / "target")
+        print(f"wrote {out / 'target'} (no tokenizer)")
         return 1
-    tokenizer.save_pretrained(target_dir)
-    draft_dir.mkdir(parents=True, exist_ok=True)
-    state = official_state(target_dir)
-    torch.save(state, draft_dir / "pytorch_model.bin")
-    print(f"wrote {target_dir} (vocabulary {vocab}, hidden {args.hidden}, {args.layers} layers) and "
-          f"{draft_dir / 'pytorch_model.bin'} ({len(state)} tensors, official layout)")
+    target_dir, draft_file = write_pair(out, tokenizer, args.hidden, args.layers, args.seed)
+    tensors = len(torch.load(draft_file, map_location="cpu", weights_only=True))
+    print(f"wrote {target_dir} (vocabulary {len(tokenizer)}, hidden {args.hidden}, {args.layers} layers) and "
+          f"{draft_file} ({tensors} tensors, official layout)")
     return 0
 
 

@@ -9,7 +9,7 @@ def plain_greedy(model, prompt, max_new_tokens, eos_ids=(), max_len=None) -> lis
     seq = list(prompt)
     out = []
     while len(out) < max_new_tokens and (max_len is None or len(seq) < max_len):
-        logits = model(input_ids=torch.tensor([seq])).logits[0, -1]
+        logits = model(input_ids=torch.tensor([seq], device=model.device)).logits[0, -1]
         tok = int(logits.argmax())
         seq.append(tok)
         out.append(tok)

@@ -9,9 +9,8 @@ import gumiho_core.engine as engine
 import gumiho_core.timing as timing
 from gumiho_core import DecodeConfig, TreeConfig, generate, start
 from gumiho_core.target import Target
-from gumiho_core.tree import DraftTree
 from reference import plain_greedy
-from tiny import random_drafter, tiny_target
+from tiny import oracle_build_tree, random_drafter, tiny_target
 
 TREES = {
     "one-node": TreeConfig(top_k=1, total_tokens=2, depth=1),
@@ -49,27 +48,6 @@ def test_ar_decoder_matches_plain_greedy(target):
     for prompt in PROMPTS:
         want = plain_greedy(target.model, prompt, 30)
         assert list(generate(start("ar", target, prompt, DecodeConfig(max_new_tokens=30))).token_ids) == want
-
-
-def oracle_build_tree(reference, depth, rng):
-    """A drafter that knows the answer: the true continuation as a chain, plus wrong siblings at every level."""
-
-    def build(ctx, root_token, cfg, max_depth=None, clock=None):
-        start_at = ctx.committed + 1  # position of the first token after the root
-        truth = reference[start_at : start_at + min(depth, max_depth)]
-        tokens, parents, depths, props = [root_token], [-1], [0], ["root"]
-        parent = 0
-        for d, tok in enumerate(truth, 1):
-            wrong = (tok + 1 + rng.randrange(5)) % 97
-            for t in (wrong, tok):  # the wrong sibling first, so order does not give the answer away
-                tokens.append(t), parents.append(parent), depths.append(d), props.append(f"serial{d}")
-            parent = len(tokens) - 1
-        n = len(tokens)
-        tree = DraftTree(tuple(tokens), tuple(parents), tuple(depths), tuple(props), (0.0,) * n,
-                         tuple(-0.1 * d for d in depths))
-        return tree, ()
-
-    return build
 
 
 @pytest.mark.parametrize("depth", [1, 4, 7])

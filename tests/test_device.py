@@ -1,0 +1,155 @@
+"""The GPU path without a GPU: tensors follow the target's device, caches stay where their layers are, and every
+timed stage waits for the device. Placement is checked on simulated devices (tests/simulated_device.py)."""
+import types
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+import gumiho_core.autotree as autotree
+import gumiho_core.engine as engine
+import gumiho_core.timing as timing
+from gumiho_core import DecodeConfig, TreeConfig, generate, load_drafter, load_target, start
+from gumiho_core.drafter import SharedWeights
+from gumiho_core.drafting import DraftContext, build_tree
+from gumiho_core.kv_cache import keep_accepted
+from gumiho_core.tree import DraftTree
+from simulated_device import SimulatedDevices, device_of, place_module, place_tensor
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+GPU0, GPU1, GPU2 = (torch.device("cpu", i) for i in (1, 2, 3))  # simulated devices
+TREE = TreeConfig(top_k=3, mlp_topk=4, pruning=6, total_tokens=24, depth=7)
+PROMPT = [5, 6, 7, 8, 9]
+STAGES = {"prefill": 2, "autoregressive": 1, "speculative": 3}  # laps of a step after its start: verify, commit...
+
+
+def placed_pair(tiny_pair, monkeypatch, target_dtype="bfloat16", drafter_dtype="bfloat16"):
+    """The tiny pair loaded on the CPU, then moved whole to simulated device GPU0."""
+    monkeypatch.setenv("GUMIHO_DRAFTER_DTYPE", drafter_dtype)
+    target = load_target(str(tiny_pair[0]), device="cpu", dtype=target_dtype)  # half: no packed CPU layers
+    drafter = load_drafter(str(tiny_pair[1]), target)
+    place_module(target.model, GPU0)
+    place_module(drafter, GPU0)
+    drafter.bind(SharedWeights(*(None if t is None else place_tensor(t, GPU0) for t in vars(drafter.shared).values())))
+    return target, drafter
+
+
+@pytest.mark.parametrize("method,temperature", [("gumiho", 0.0), ("serial", 0.0), ("gumiho", 0.8), ("ar", 0.0)])
+def test_a_session_keeps_every_tensor_on_the_target_device(tiny_pair, monkeypatch, method, temperature):
+    target, drafter = placed_pair(tiny_pair, monkeypatch, "bfloat16", "float16")
+    decode = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=3)
+    expected = generate(start(method, target, PROMPT, decode, TREE, drafter)).token_ids  # no simulation
+    sim = SimulatedDevices()
+    with sim:
+        session = start(method, target, PROMPT, decode, TREE, drafter)
+        run = generate(session)
+    assert sim.mixed == []  # each would be "Expected all tensors to be on the same device" on a GPU
+    assert [p for p in sim.promoted if "gumiho_core" in p] == []  # the engine mixes no dtypes by accident
+    assert target.device == GPU0 and {device_of(layer.keys) for layer in session.cache.layers} == {GPU0}
+    if method != "ar":
+        assert device_of(session.ctx.cache._k[0]) == device_of(session.ctx.last_out) == GPU0
+    assert run.token_ids == expected  # the simulation changes placement only
+
+
+def test_a_host_tensor_in_the_engine_is_caught(tiny_pair, monkeypatch):
+    """The simulation can fail: a tree mask left on the host is what a GPU would refuse."""
+    target, drafter = placed_pair(tiny_pair, monkeypatch)
+    on_device = DraftTree.attention_mask
+    monkeypatch.setattr(DraftTree, "attention_mask", lambda tree, past, dtype, _: on_device(tree, past, dtype, "cpu"))
+    sim = SimulatedDevices()
+    with sim:
+        generate(start("gumiho", target, PROMPT, DecodeConfig(max_new_tokens=6), TREE, drafter))
+    assert sim.mixed and any("cpu:1" in m and "'cpu'" in m for m in sim.mixed), sim.mixed
+
+
+def test_drafting_across_a_device_map(tiny_pair, monkeypatch):
+    """--device-map auto: embedding on the first GPU, the last layer's features on another, lm_head and drafter on
+    a third. The drafter must take its inputs from wherever they are."""
+    target, drafter = placed_pair(tiny_pair, monkeypatch)
+    shared = drafter.shared
+    drafter.bind(SharedWeights(place_tensor(shared.embed, GPU1), shared.lm_head))
+    sim = SimulatedDevices()
+    with sim:
+        ctx = DraftContext(drafter)
+        feats = place_tensor(torch.randn(len(PROMPT), drafter.cfg.hidden_size, dtype=target.dtype), GPU2)
+        ctx.ingest(feats, place_tensor(torch.tensor(PROMPT[1:] + [3]), GPU2))
+        tree, _ = build_tree(ctx, 3, TREE)
+    assert sim.mixed == [] and device_of(ctx.last_out) == GPU0 and len(tree) == TREE.total_tokens
+
+
+def test_cache_compaction_keeps_each_layer_on_its_device():
+    """A cache whose layers sit on two GPUs, compacted with node indices from a third."""
+    torch.manual_seed(0)
+    past, nodes, accepted = 4, 6, [0, 2, 5]
+    full = [torch.randn(1, 2, past + nodes, 8) for _ in range(2)]
+    sim = SimulatedDevices()
+    with sim:
+        cache = DynamicCache()
+        for i, (k, device) in enumerate(zip(full, (GPU0, GPU1))):
+            cache.update(place_tensor(k.clone(), device), place_tensor(-k.clone(), device), i)
+        keep_accepted(cache, past, place_tensor(torch.tensor(accepted), GPU2))
+    assert sim.mixed == []
+    for layer, k, device in zip(cache.layers, full, (GPU0, GPU1)):
+        want = torch.cat((k[:, :, :past], k[:, :, [past + a for a in accepted]]), dim=2)
+        assert device_of(layer.keys) == device and torch.equal(layer.keys, want) and torch.equal(layer.values, -want)
+
+
+# -- timing ------------------------------------------------------------------------------------------------
+def test_stopwatch_waits_for_a_cuda_device(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    watch = timing.Stopwatch(torch.device("cuda", 0))
+    watch.start()
+    watch.lap()
+    timing.Stopwatch(torch.device("cpu")).lap()
+    assert calls == [torch.device("cuda", 0)] * 2
+
+
+@pytest.fixture
+def clocked(monkeypatch):
+    """The engine's clock as a counter (each reading one second later), and a log of device synchronisations."""
+    log, ticks = [], iter(range(10**6))
+    fake = types.SimpleNamespace(perf_counter=lambda: float(next(ticks)))
+    monkeypatch.setattr(timing, "time", fake)
+    monkeypatch.setattr(engine, "time", fake)
+    monkeypatch.setattr(timing, "synchronize", lambda device: log.append(device))
+    return log
+
+
+@pytest.mark.parametrize("trace", [True, False])
+@pytest.mark.parametrize("method", ["gumiho", "ar"])
+def test_each_timed_stage_waits_for_the_device_and_stages_add_up(tiny_pair, monkeypatch, clocked, method, trace):
+    target, drafter = placed_pair(tiny_pair, monkeypatch)
+    session = start(method, target, PROMPT, DecodeConfig(max_new_tokens=12), TREE, drafter, trace=trace)
+    spent = 0.0
+    while not session.done:
+        clocked.clear()
+        rec = session.step()
+        timed = [device for device in clocked if device is not None]  # None: an untraced phase's own clock
+        assert set(timed) == {target.device} and len(timed) >= 1 + STAGES[rec.kind], (rec.kind, clocked)
+        assert rec.seconds <= rec.compute_s - spent, "stage times are parts of the step: none counted twice"
+        spent = rec.compute_s
+
+
+def test_autotree_timings_wait_for_the_device(tiny_pair, monkeypatch):
+    target, drafter = placed_pair(tiny_pair, monkeypatch)
+    session = start("gumiho", target, PROMPT, DecodeConfig(max_new_tokens=12), TREE, drafter)
+    session.step()
+    syncs = []
+    monkeypatch.setattr(autotree, "synchronize", lambda device: syncs.append(device))
+    ar_s, verify_s = autotree.measure_verify(session, nodes=(2, 4), reps=2)
+    assert set(syncs) == {target.device} and len(syncs) == 2 * 2 * 3  # before and after each of 2 reps, 3 curves
+    assert set(verify_s) == {"2", "4"} and ar_s > 0
+
+
+def test_auto_dtype_is_bf16_only_where_the_gpu_computes_it(monkeypatch):
+    """A T4 answers is_bf16_supported() with True (it emulates bf16, slowly): auto must pick fp16 there."""
+    from gumiho_core.models import resolve_dtype
+
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)  # T4
+    assert resolve_dtype("auto", cuda) == torch.float16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # A10G, L4, H100
+    assert resolve_dtype("auto", cuda) == torch.bfloat16
+    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
