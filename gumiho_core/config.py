@@ -10,6 +10,10 @@ GUMIHO, SERIAL, AR = "gumiho", "serial", "ar"  # Gumiho drafting, serial draftin
 METHODS = (GUMIHO, SERIAL, AR)
 TREE_MODES = (GUMIHO, SERIAL)  # the drafting modes: the methods that draft a tree
 MAX_TREE_TOKENS = 1024  # a sanity bound; the context length is checked per session
+# Which candidates of serial levels 2+ may be chosen into the tree. "paper": each method's own rule -- Gumiho
+# (the authors' topK_genrate) pools only the top_k kept to be expanded, serial drafting (EAGLE-2) pools all
+# top_k * top_k. "all": EAGLE-2's rule for Gumiho too.
+POOLS = ("paper", "all")
 
 
 def _check(ok: bool, message: str) -> None:
@@ -91,6 +95,7 @@ class TreeConfig:
     pruning:      beam width at each MLP level.
     total_tokens: nodes verified per step, root included.
     depth:        deepest draft level (2 serial + up to 5 MLP heads in gumiho mode).
+    pool:         which serial-level candidates may enter the tree (POOLS).
     """
 
     mode: str = GUMIHO
@@ -99,9 +104,11 @@ class TreeConfig:
     pruning: int = 35
     total_tokens: int = 64
     depth: int = MAX_DEPTH
+    pool: str = "paper"
 
     def __post_init__(self):
         _check(self.mode in TREE_MODES, f"tree mode must be one of {', '.join(TREE_MODES)}; got {self.mode!r}")
+        _check(self.pool in POOLS, f"pool must be one of {', '.join(POOLS)}; got {self.pool!r}")
         _check_ints(self, ("top_k", "mlp_topk", "pruning", "depth"), 1)
         _check(
             _is_int(self.total_tokens) and 2 <= self.total_tokens <= MAX_TREE_TOKENS,
@@ -115,7 +122,7 @@ class TreeConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-TREE_FIELDS = tuple(f.name for f in fields(TreeConfig) if f.name != "mode")  # the shape: top_k ... depth
+TREE_FIELDS = tuple(f.name for f in fields(TreeConfig) if f.name not in ("mode", "pool"))  # the shape: top_k..depth
 
 
 @dataclass(frozen=True)

@@ -110,19 +110,23 @@ def _run_nodes(ctx: DraftContext, pool: _Pool, nodes: list[int], parent_out: tor
 
 
 def _expand_serial(pool: _Pool, parents: list[int], logp: torch.Tensor, top_k: int, depth: int,
-                   proposer: str, to_target) -> tuple[list[int], list[int]]:
-    """Top-k children of each parent row of logp [P, V]; all go to the pool, the best top_k stay expandable.
+                   proposer: str, to_target, pool_all: bool) -> list[int]:
+    """Top-k children of each parent row of logp [P, V]; the best top_k of them stay expandable.
 
-    Returns (new pool indices, the frontier among them).
+    pool_all: all P * k children may be chosen into the tree (EAGLE-2), else only the kept top_k (Gumiho).
+    Returns the kept ones' pool indices, best first.
     """
     k = min(top_k, logp.shape[-1])
     top = logp.topk(k, dim=-1)
     base = torch.tensor([pool.score[p] for p in parents], device=logp.device)[:, None]
     cum = (top.values + base).flatten()  # [P * k]
-    new = pool.add(to_target(top.indices).flatten().tolist(), [p for p in parents for _ in range(k)], depth,
-                   top.values.flatten().tolist(), cum.tolist(), proposer)
     keep = cum.topk(min(top_k, cum.numel())).indices.tolist()
-    return new, [new[i] for i in keep]
+    rows = range(cum.numel()) if pool_all else keep
+    tokens, logq = to_target(top.indices).flatten().tolist(), top.values.flatten().tolist()
+    new = pool.add([tokens[i] for i in rows], [parents[i // k] for i in rows], depth, [logq[i] for i in rows],
+                   [float(cum[i]) for i in rows], proposer)
+    index = dict(zip(rows, new))
+    return [index[i] for i in keep]
 
 
 def _beam_mlp(pool: _Pool, rows: list[int], logp: torch.Tensor, cfg: TreeConfig, first_depth: int,
@@ -178,19 +182,21 @@ def _serial_levels(ctx: DraftContext, pool: _Pool, cfg: TreeConfig, levels: int,
                    phases: list) -> _Serial:
     """Depth 1 from the context's last output; each deeper level runs the previous level's best top_k."""
     drafter, to_target = ctx.drafter, ctx.drafter.to_target_ids
-    first = proposer_name(cfg.mode, 1, drafter.cfg.serial_steps)
-    new, frontier = _expand_serial(pool, [0], _logprobs(drafter, ctx.last_out[None]), cfg.top_k, 1, first, to_target)
-    phases.append(DraftPhase(name=first, depths=(1,), candidates=len(new), seconds=clock.lap()))
+    first, pool_all = proposer_name(cfg.mode, 1, drafter.cfg.serial_steps), cfg.mode == SERIAL or cfg.pool == "all"
+    before = len(pool.tokens)
+    frontier = _expand_serial(pool, [0], _logprobs(drafter, ctx.last_out[None]), cfg.top_k, 1, first, to_target,
+                              pool_all)
+    phases.append(DraftPhase(name=first, depths=(1,), candidates=len(pool.tokens) - before, seconds=clock.lap()))
     state, slots = _Serial({0: ctx.last_out}, {}, frontier), {}
     for d in range(2, levels + 1):
         parent_out = torch.stack([state.out_of[pool.parents[i]] for i in state.frontier])  # [n, H]
         fused, out = _run_nodes(ctx, pool, state.frontier, parent_out, slots)
         for row, node in enumerate(state.frontier):
             state.out_of[node], state.fused_of[node] = out[row], fused[row]
-        name = proposer_name(cfg.mode, d, drafter.cfg.serial_steps)
-        new, state.frontier = _expand_serial(pool, state.frontier, _logprobs(drafter, out), cfg.top_k, d, name,
-                                             to_target)
-        phases.append(DraftPhase(name=name, depths=(d,), candidates=len(new), seconds=clock.lap()))
+        name, before = proposer_name(cfg.mode, d, drafter.cfg.serial_steps), len(pool.tokens)
+        state.frontier = _expand_serial(pool, state.frontier, _logprobs(drafter, out), cfg.top_k, d, name, to_target,
+                                        pool_all)
+        phases.append(DraftPhase(name=name, depths=(d,), candidates=len(pool.tokens) - before, seconds=clock.lap()))
     return state
 
 

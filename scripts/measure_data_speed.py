@@ -34,6 +34,8 @@ def old_batch_generate():
                             capture_output=True, text=True).stdout
     module = types.ModuleType("gumiho_core._old_data")
     module.__package__ = "gumiho_core"
+    module.__file__ = str(ROOT / "gumiho_core" / "data.py")  # where it lived
+    sys.modules[module.__name__] = module
     exec(compile(source, f"{OLD_COMMIT}:gumiho_core/data.py", "exec"), module.__dict__)
     return module.batch_generate
 
