@@ -56,14 +56,16 @@ def expected_logprob(drafter, ctx_inputs, tree, node, mode):
     return float(logp[tokens[-1]])
 
 
-@pytest.mark.parametrize("mode", ["gumiho", "serial"])
-def test_every_node_logprob_matches_its_own_path(setup, mode):
+@pytest.mark.parametrize("mode,pool", [("gumiho", "paper"), ("gumiho", "all"), ("serial", "paper")])
+def test_every_node_logprob_matches_its_own_path(setup, mode, pool):
     target, drafter, session, ctx_inputs = setup
-    cfg = TreeConfig(mode=mode, top_k=4, mlp_topk=5, pruning=6, total_tokens=48, depth=7)
+    cfg = TreeConfig(mode=mode, top_k=4, mlp_topk=5, pruning=6, total_tokens=48, depth=7, pool=pool)
+    # Gumiho's own pool holds the root, 4 + 4 serial nodes and 6 per MLP level; the others more than 48
+    size = 1 + 4 + 4 + 6 * 5 if (mode, pool) == ("gumiho", "paper") else 48
     with torch.inference_mode():
         tree, phases = build_tree(session.ctx, session.generated[-1], cfg)
         assert session.ctx.cache.length == session.ctx.committed, "drafting must leave the cache as it was"
-        assert len(tree) == 48 and tree.max_depth >= 4
+        assert len(tree) == size and tree.max_depth >= 4
         for node in range(1, len(tree)):
             want = expected_logprob(drafter, ctx_inputs, tree, node, mode)
             assert tree.logprob[node] == pytest.approx(want, abs=2e-4), (node, tree.depth[node], tree.proposer[node])

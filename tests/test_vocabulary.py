@@ -24,7 +24,7 @@ from tiny import random_drafter, tiny_target
 def test_methods_modes_and_tree_fields():
     assert METHODS == (GUMIHO, SERIAL, AR) and TREE_MODES == (GUMIHO, SERIAL)
     assert TREE_FIELDS == ("top_k", "mlp_topk", "pruning", "total_tokens", "depth")
-    assert set(TREE_FIELDS) | {"mode"} == {f.name for f in dataclasses.fields(TreeConfig)}
+    assert set(TREE_FIELDS) | {"mode", "pool"} == {f.name for f in dataclasses.fields(TreeConfig)}
     assert STEP_KINDS == ("prefill", "speculative", "autoregressive")
 
 
