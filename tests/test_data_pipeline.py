@@ -138,3 +138,17 @@ def test_the_training_prompt_files_hold_no_near_copy_of_an_evaluation_prompt():
     assert len(rows) >= 694
     leaks = [r["prompt"] for r in rows if banned.near(r["prompt"])]
     assert not leaks, leaks[:3]
+
+
+def test_draw_samples_each_row_from_its_own_softmax_and_never_a_zero_weight_token():
+    """Inverse-CDF sampling: per-row frequencies match softmax(logits) (3 sigma), -inf tokens never come out."""
+    from gumiho_core.training.sampler import draw
+
+    logits = torch.tensor([[0.0, 1.0, 2.0, float("-inf"), -1.0], [5.0, float("-inf"), 5.0, 0.0, -30.0]])
+    n = 20000
+    picks = draw(logits.repeat(n, 1), torch.Generator().manual_seed(1)).view(n, 2)
+    for row in range(2):
+        p = torch.softmax(logits[row], -1).numpy()
+        freq = np.bincount(picks[:, row].numpy(), minlength=5) / n
+        assert np.all(np.abs(freq - p) <= 3 * np.sqrt(p * (1 - p) / n) + 1e-9), (row, freq.round(4), p.round(4))
+    assert not (picks[:, 0] == 3).any() and not (picks[:, 1] == 1).any()

@@ -100,6 +100,19 @@ class _Row:
     final: bool = False  # the last token is sampled; one more step records its feature
 
 
+def draw(logits: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row from softmax(logits) [n, V], by inverting its cumulative sum at a uniform draw.
+
+    Exact, and on a CPU about 40x cheaper than torch.multinomial over a 49k vocabulary (which took a third
+    of a data worker's time): the weights exp(l - max) are summed in float64, u ~ U[0, total), and the
+    token is the first whose running sum exceeds u (a zero-weight token has an empty interval).
+    """
+    w = (logits - logits.max(-1, keepdim=True).values).exp_()
+    cdf = w.cumsum(-1, dtype=torch.float64)
+    u = torch.rand(len(w), 1, generator=generator, dtype=torch.float64, device=w.device) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_(max=w.shape[-1] - 1)
+
+
 class BatchSampler:
     """Answers to many requests with `rows` conversations in flight at once (continuous batching)."""
 
@@ -157,8 +170,7 @@ class BatchSampler:
         pick = logits.argmax(-1)
         hot = temps > 0
         if hot.any():
-            probs = torch.softmax(logits[hot] / temps[hot, None], -1)
-            pick[hot] = torch.multinomial(probs, 1, generator=self.generator)[:, 0]
+            pick[hot] = draw(logits[hot] / temps[hot, None], self.generator)
         return pick
 
     # -- the loop ----------------------------------------------------------------------------------
