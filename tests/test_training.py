@@ -155,3 +155,14 @@ def test_split_holds_out_every_answer_of_a_prompt_together(features):
     train, val = split(seqs, 0.25, seed=0)
     assert len(features) == 96 and len(val) == 24 and len(train) == 72
     assert not {s.group for s in train} & {s.group for s in val}
+
+
+def test_evaluation_subset_spreads_over_the_categories():
+    """--eval-n takes prompts evenly spread over the (category-sorted) file, not its first categories."""
+    from gumiho_core.training.run_commands import spread
+
+    rows = [{"category": c, "prompt": f"{c} {i}"} for c in "abcdefgh" for i in range(10)]
+    picked = spread(rows, 16)
+    assert len(picked) == 16 and len({r["prompt"] for r in picked}) == 16
+    assert {r["category"] for r in picked} == set("abcdefgh")
+    assert spread(rows, 0) == rows and spread(rows, 500) == rows

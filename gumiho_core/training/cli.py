@@ -74,7 +74,7 @@ def train_args(p: argparse.ArgumentParser) -> None:
 def output_args(p: argparse.ArgumentParser) -> None:
     e = p.add_argument_group("evaluate, ship, export")
     e.add_argument("--eval-prompts", default=str(HELDOUT), help="held-out prompts (JSONL, not used in training)")
-    e.add_argument("--eval-n", type=int, default=0, help="use only the first N prompts (0 = all)")
+    e.add_argument("--eval-n", type=int, default=0, help="use N prompts evenly spread over the file (0 = all)")
     e.add_argument("--eval-tokens", type=int, default=128, help="new tokens per prompt")
     e.add_argument("--eval-out", help="where to write the JSON report (default: <run folder>/evaluation.json)")
     e.add_argument("--ship-to", help="ship: destination folder (default: assets/smollm2-135m-instruct-gumiho)")

@@ -65,11 +65,18 @@ def evaluate_heads(target, drafter, prompts: list[dict], max_new_tokens: int) ->
     return report
 
 
+def spread(rows: list, n: int) -> list:
+    """n rows evenly spread over the list (all if n is 0 or too large): the prompt files are sorted by category."""
+    if not 0 < n < len(rows):
+        return rows
+    return [rows[i * len(rows) // n] for i in range(n)]
+
+
 def evaluate_run(args, target, run: str) -> dict:
     """The heads of a run folder (or --draft) evaluated; the report is kept beside them."""
     draft = args.draft if args.draft != "default" else str(trained_heads(args) if run == args.run
                                                             else run_dir(args, run) / "drafter")
-    prompts = read_jsonl(args.eval_prompts, required=("prompt",))[: args.eval_n or None]
+    prompts = spread(read_jsonl(args.eval_prompts, required=("prompt",)), args.eval_n)
     report = {"draft": draft, **evaluate_heads(target, load_drafter(draft, target), prompts, args.eval_tokens)}
     out = Path(args.eval_out) if args.eval_out else run_dir(args, run) / "evaluation.json"
     out.parent.mkdir(parents=True, exist_ok=True)
