@@ -152,3 +152,19 @@ def test_draw_samples_each_row_from_its_own_softmax_and_never_a_zero_weight_toke
         freq = np.bincount(picks[:, row].numpy(), minlength=5) / n
         assert np.all(np.abs(freq - p) <= 3 * np.sqrt(p * (1 - p) / n) + 1e-9), (row, freq.round(4), p.round(4))
     assert not (picks[:, 0] == 3).any() and not (picks[:, 1] == 1).any()
+
+
+def test_the_committed_corpus_answers_only_training_prompts():
+    """Every conversation in data/ answers a prompt of the training files, and none an evaluation prompt."""
+    from gumiho_core.training.corpus import prompt_key
+
+    folder = ROOT / "data" / "smollm2-135m-instruct"
+    if not folder.is_dir():
+        pytest.skip("no committed corpus in this checkout")
+    keys = {r.prompt_key for r in read_corpus(folder)}
+    train = {prompt_key(r["prompt"]) for f in ("train.jsonl", "train_generated.jsonl")
+             for r in read_jsonl(ROOT / "prompts" / f, required=("prompt",))}
+    evaluation = {prompt_key(r["prompt"]) for f in ("heldout.jsonl", "mtbench_style.jsonl")
+                  for r in read_jsonl(ROOT / "prompts" / f, required=("prompt",))}
+    assert keys and keys <= train, sorted(keys - train)[:3]
+    assert not keys & evaluation
