@@ -97,7 +97,8 @@ def _json_or_none(path: Path):
 
 def _objective_result(run: Path) -> dict:
     hist = _json_or_none(run / "history.json") or [{}]
-    return {"last": hist[-1], "evaluation": _json_or_none(run / "evaluation.json")}
+    return {"last": hist[-1], "evaluation": _json_or_none(run / "evaluation.json"),
+            "data": _json_or_none(run / "data.json") or {}}
 
 
 def corpus_stats(args) -> dict:
@@ -167,12 +168,21 @@ def _acceptance(f: Facts) -> list[str]:
 def _objectives(f: Facts) -> list[str]:
     if not f.objectives:
         return []
-    lines = ["## Objective", "", "Both objectives trained on the same quarter of the prompts, same steps "
-             "(`train --objective paper|distill --data-fraction 0.25`); held-out teacher-forced top-1 per head:", "",
-             "| objective | " + " | ".join(HEADS) + " |", "|---|" + "---|" * len(HEADS)]
+    runs = list(f.objectives.values())
+    share = {r["data"].get("fraction") for r in runs}
+    epochs = {r["last"].get("epoch") for r in runs}
+    same = (f"the same {share.pop():g} share of the prompts, {epochs.pop()} epochs each "
+            if len(share) == 1 and len(epochs) == 1 else "differing shares or epochs (compare with care) ")
+    lines = ["## Objective", "", f"Both objectives trained on {same}(`train --objective paper|distill "
+             "--data-fraction F`). Held-out conversations, teacher-forced top-1 per head, and held-out prompts "
+             "decoded with the authors' tree (tokens per target pass):", "",
+             "| objective | " + " | ".join(HEADS) + " | gumiho tau | serial tau |",
+             "|---|" + "---|" * (len(HEADS) + 2)]
     for name, r in f.objectives.items():
+        e = r["evaluation"] or {}
+        taus = [f"{e[m]['mean_accept_len']:.2f}" if m in e else "-" for m in ("gumiho", "serial")]
         lines.append(f"| {name} | " + " | ".join(f"{r['last'].get(f'val_{h}_top1', float('nan')):.3f}"
-                                                  for h in HEADS) + " |")
+                                                  for h in HEADS) + " | " + " | ".join(taus) + " |")
     return lines + ["", f"Shipped: `{f.train_config['objective']}`. `paper` is GUMIHO.md's weighting (CE 0.1, the "
                     "MLP heads' CE from epoch 2); `distill` weighs the target's own next-token distribution (soft "
                     "cross-entropy against softmax(lm_head(feature))) as much as the features, for every head.", ""]

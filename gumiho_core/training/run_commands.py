@@ -38,6 +38,10 @@ def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
     cfg = TrainConfig(epochs=args.epochs, lr=args.lr, tokens_per_step=args.tokens_per_step,
                       draft_vocab=args.draft_vocab, seed=args.seed, precision=args.precision, objective=args.objective)
     trainer = Trainer(target, training_sequences(args, target, fraction), cfg, run_dir(args, run))
+    share = args.data_fraction if fraction is None else fraction
+    (run_dir(args, run) / "data.json").parent.mkdir(parents=True, exist_ok=True)
+    (run_dir(args, run) / "data.json").write_text(json.dumps(
+        {"fraction": share, "conversations": len(trainer.train_seqs), "answer_tokens": card.answer_tokens(trainer)}))
     log.info("%s: %d training / %d held-out conversations, %d steps per epoch", run, len(trainer.train_seqs),
              len(trainer.val_seqs), trainer.steps_per_epoch)
     trainer.run()

@@ -107,9 +107,11 @@ def micro_batches(seqs: list[Sequence], budget: int, rng: random.Random) -> list
 
 
 def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    return cfg.lr * max(0.0, (total - step) / max(1, total - cfg.warmup_steps))
+    """Linear warm-up over warmup_steps (at most a tenth of the run, so short runs train too), then linear decay."""
+    warm = max(1, min(cfg.warmup_steps, total // 10))
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    return cfg.lr * max(0.0, (total - step) / max(1, total - warm))
 
 
 class Trainer:

@@ -1,0 +1,50 @@
+"""The model card and the scaling curve, from hand-made run results (no model needed)."""
+import math
+
+from gumiho_core.training import card
+
+
+def _eval(tau_g, tau_s):
+    per = [0.8, 0.6] + [float("nan")] * 5
+    return {"prompts": 16, "max_new_tokens": 128, "gumiho": {"mean_accept_len": tau_g, "per_depth": per},
+            "serial": {"mean_accept_len": tau_s, "per_depth": per}}
+
+
+def _point(fraction, tokens, tau):
+    top1 = {h: 0.5 for h in card.HEADS}
+    return {"fraction": fraction, "answer_tokens": tokens, "val_top1": top1, **_eval(tau, tau - 0.1),
+            "eval_prompts": 16}
+
+
+def _facts(objectives, scaling):
+    history = [{"epoch": 2, "step": 600, "seconds": 3600.0, **{f"val_{h}_top1": 0.4 for h in card.HEADS}}]
+    cfg = {"objective": "distill", "tokens_per_step": 4096, "lr": 1e-3, "warmup_steps": 100, "grad_clip": 0.5,
+           "precision": "bf16", "draft_vocab": 8192}
+    corpus = {"answers": 10, "prompts": 5, "answer_tokens": 1000, "modes": {"greedy": 5, "t1.0": 5},
+              "hand_prompts": 3, "made_prompts": {"template": 2}}
+    return card.Facts("tiny", 100, "cpu", "a recipe", cfg, history, 90, corpus, _eval(2.5, 2.4), scaling, objectives)
+
+
+def test_straight_line_extrapolation_of_tau():
+    points = [_point(0.5, 1000, 2.0), _point(1, 10000, 2.5)]
+    assert math.isclose(card.tokens_for_tau(points, 3.5), 10 ** 6, rel_tol=1e-9)  # +0.5 tau per decade
+    assert card.tokens_for_tau([_point(0.5, 1000, 2.5), _point(1, 10000, 2.4)], 3.5) is None  # falling: never
+    assert card.tokens_for_tau(points[:1], 3.5) is None
+
+
+def test_card_names_the_objective_comparison_share_and_both_taus():
+    run = lambda tau: {"last": {"epoch": 2, **{f"val_{h}_top1": 0.3 for h in card.HEADS}},  # noqa: E731
+                       "evaluation": _eval(tau, tau - 0.2), "data": {"fraction": 0.125}}
+    text = card.model_card(_facts({"distill": run(2.3), "paper": run(2.1)},
+                                  [_point(0.5, 1000, 2.0), _point(1, 10000, 2.5)]))
+    assert "the same 0.125 share of the prompts, 2 epochs each" in text
+    assert "| paper | 0.300 | 0.300 | 0.300 | 0.300 | 0.300 | 0.300 | 2.10 | 1.90 |" in text
+    assert "reaches 3.5 at about 1,000,000 answer tokens" in text
+    assert "| gumiho | 2.50 | 0.80 | 0.60 | - |" in text  # depths never reached show as '-'
+
+
+def test_card_says_when_the_comparison_is_not_like_for_like():
+    a = {"last": {"epoch": 2}, "evaluation": None, "data": {"fraction": 0.125}}
+    b = {"last": {"epoch": 3}, "evaluation": None, "data": {"fraction": 0.25}}
+    text = card.model_card(_facts({"distill": a, "paper": b}, None))
+    assert "differing shares or epochs" in text and "What more data brings" not in text
