@@ -15,10 +15,11 @@ MAX_TREE_DEPTH = 32  # the paper tree's depth is 7; deeper serial drafting is ac
 
 # -- the file as JSON: checked on the text, before it is parsed ----------------------------------------------
 MAX_BYTES = 5 * 1024 * 1024
+LOADS_AT_ONCE = 2  # uploads checked at the same time (each costs under 2 s and 100 MB): others queue
 MAX_JSON_NESTING = 8  # the app writes 6 levels: run > records > step > phases > phase > depths
 # Every value and container the parser would build, bounded so that parsing 5 MB costs tens of MB at most:
-# a run file the app writes spends at least 5 bytes on each item (a number and its comma, most of them
-# longer), so a 5 MB one has under a million.
+# a run file the app writes spends about 6.5 bytes on each (measured on the tiny test model's run, whose token
+# ids have two digits; a real vocabulary's have five), so a 5 MB one holds about 800,000.
 MAX_JSON_ITEMS = 1_000_000
 MAX_JSON_STRINGS = 300_000  # one per tree node (its proposer) and two per token text; the keys are shared
 _PHASE_CONTAINERS = 2 * MAX_TREE_DEPTH  # a phase and its depths, at most one phase per depth
@@ -28,7 +29,7 @@ MAX_JSON_CONTAINERS = (MAX_NEW_TOKENS + 1) * (14 + _PHASE_CONTAINERS) + MAX_NEW_
 MAX_RECORDS = MAX_NEW_TOKENS + 1  # every step commits at least one token; the prefill is step 0
 MAX_TREE_NODES = MAX_TREE_TOKENS  # what the tree fields allow (the paper tree: 64)
 # Tokens committed per step: the accepted path (at most the tree's depth) and the bonus.
-MAX_TOKEN_ID = 2**24 - 1  # vocabularies have a few hundred thousand tokens
+MAX_TOKEN_ID = 10**7 - 1  # vocabularies have a few hundred thousand tokens (all nines: see runcheck's keys)
 MAX_COUNT = 2**31 - 1  # whole numbers without a tighter bound (prompt tokens, candidates, top_k): 32 bits
 MAX_SECONDS = 1e6  # a step or a run's compute time (11 days)
 MIN_LOGPROB = -1e6  # a drafter log-probability or path score (0 at most: probabilities are <= 1)

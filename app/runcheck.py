@@ -18,7 +18,7 @@ from gumiho_core import MAX_SEED, METHODS, DecodeConfig, GumihoError, TreeConfig
 from . import checks as c
 from .limits import (MAX_ANSWER_CHARS, MAX_JSON_CONTAINERS, MAX_JSON_ITEMS, MAX_JSON_NESTING, MAX_JSON_STRINGS,
                      MAX_NAME_CHARS, MAX_NEW_TOKENS, MAX_NOTE_CHARS, MAX_NOTES, MAX_PIECE_CHARS, MAX_PROMPT_CHARS,
-                     MAX_SECONDS, MAX_SPECIAL_IDS, MAX_TOKEN_ID, MAX_TREE_DEPTH)
+                     MAX_SECONDS, MAX_SPECIAL_IDS, MAX_TOKEN_ID, MAX_TREE_DEPTH, lone_surrogate)
 from .stepcheck import check_steps
 
 FORMAT = "gumiho-visualiser-run"
@@ -30,6 +30,8 @@ OPTIONAL = ("saved", "tree_source")  # tree_source: absent in files saved before
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+# "7,12,": token ids as JSON keys, each at most as many digits as MAX_TOKEN_ID (all nines)
+_TOKEN_KEYS = re.compile(rf"(?:(?:0|[1-9][0-9]{{0,{len(str(MAX_TOKEN_ID)) - 1}}}),)*")
 
 
 def check_json_text(text: str) -> None:
@@ -66,9 +68,9 @@ def check_run(data) -> Checked:
     c.at_most(settings.tree.depth, MAX_TREE_DEPTH, "levels", "field 'tree.depth'", "tree depth")
     c.one_of(data["method"], "field 'method'", METHODS)
     c.whole(data["prompt_tokens"], "field 'prompt_tokens'", 1, MAX_SEED)
-    pieces = _pieces(data["pieces"])
+    _pieces(data["pieces"])
     records = check_steps(data["records"], data["method"], settings.decode, settings.tree)
-    _answer(records, pieces)
+    _answer(records, data["pieces"])
     _clock(data["clock"], len(records))
     _baseline(data)
     return settings
@@ -107,21 +109,23 @@ def _config(cls, value, key: str):
         c.refuse(f"the run file's settings are invalid: {e}")
 
 
-def _pieces(value) -> dict[int, str]:
-    """Token id (as JSON writes an int key: plain digits) -> its text."""
+def _pieces(value) -> None:
+    """Token id (as JSON writes an int key: plain digits) -> its text. Checked all at once first (a file may
+    hold a hundred thousand), then one by one where that fails, to name the first bad one."""
     c.mapping(value, "field 'pieces'")
-    width = len(str(MAX_TOKEN_ID))
+    keys, texts = ",".join(value) + ",", list(value.values())
+    if (_TOKEN_KEYS.fullmatch(keys) and all(type(t) is str for t in texts)
+            and max(map(len, texts), default=0) <= MAX_PIECE_CHARS and lone_surrogate("".join(texts)) is None):
+        return
     for key, piece in value.items():
-        if not (key.isascii() and key.isdigit() and len(key) <= width and str(int(key)) == key):
+        if _TOKEN_KEYS.fullmatch(key + ",") is None:
             c.refuse(f"field 'pieces' maps token ids to their text; {c.shown(key)} is not a token id")
-        c.whole(int(key), "a token id in field 'pieces'", 0, MAX_TOKEN_ID)
         c.text(piece, f"field 'pieces'[{key}]", MAX_PIECE_CHARS, "characters per token text")
-    return {int(k): v for k, v in value.items()}
 
 
-def _answer(records: list[dict], pieces: dict[int, str]) -> None:
+def _answer(records: list[dict], pieces: dict[str, str]) -> None:
     """The committed tokens' texts are the answer on screen: bounded like `text`."""
-    chars = sum(len(pieces.get(t, "")) for r in records for t in r["new_token_ids"])
+    chars = sum(len(pieces.get(str(t), "")) for r in records for t in r["new_token_ids"])
     c.at_most(chars, MAX_ANSWER_CHARS, "characters in its committed tokens", "the run", "characters per answer")
 
 

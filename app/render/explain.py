@@ -9,6 +9,7 @@ from gumiho_core import AR, PARALLEL, PREFILL, StepRecord
 
 from ..stages import COMMITTED, VERIFIED
 from ..state import Run
+from .mdtext import md_text
 from .palette import look
 from .stats import Stats
 from .tree_view import piece_of, visible
@@ -142,9 +143,9 @@ def _tree_story(run: Run) -> str:
     if s.method == AR or s.tree is None:
         return ""
     t = s.tree
-    source = f" ({escape(s.tree_source.rstrip('.'))})" if s.tree_source else ""
+    source = f" ({md_text(s.tree_source.rstrip('.'))})" if s.tree_source else ""  # from a run file, maybe
     return (f"**The draft tree.** Each step of this run verified up to {t.total_tokens} nodes (top_k {t.top_k}, "
-            f"mlp_topk {t.mlp_topk}, pruning {t.pruning}, depth {t.depth}): preset *{escape(s.preset)}*{source}. "
+            f"mlp_topk {t.mlp_topk}, pruning {t.pruning}, depth {t.depth}): preset *{md_text(s.preset)}*{source}. "
             f"{_TREE_SIZE}")
 
 
