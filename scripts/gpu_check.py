@@ -12,7 +12,7 @@ What it measures, in bf16 and in fp16 (each part skipped, and said so, once its 
    and serial on a few prompts at temperature 0: how many runs are token-identical to ar (each divergence
    diagnosed by gumiho_core.exactness: a rounding near-tie or not), tokens/s, mean accepted length, peak memory.
 3. the default model (below): the same, plus the verification cost curve (one target pass over n = 1..64 tree
-   tokens against one plain step, gumiho_core.autotree.measure_verify) and what `auto` chooses (choose_tree,
+   tokens against one plain step, gumiho_core.measure.costs.measure_verify) and what `auto` chooses (choose_tree,
    measured afresh in a temporary cache).
 
 How the default model gets there. The device machine receives the working tree, 64 MiB in all per call, with no
@@ -59,8 +59,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # gumiho_core sits beside scripts/
 sys.path.insert(0, str(ROOT / "scripts"))
 from gumiho_core import DecodeConfig, TreeConfig, generate, load_drafter, load_target, start  # noqa: E402
-from gumiho_core.autotree import choose_tree, device_name, measure_verify  # noqa: E402
-from gumiho_core.drafter import DrafterConfig  # noqa: E402
+from gumiho_core.measure.autotree import choose_tree  # noqa: E402
+from gumiho_core.measure.costs import measure_verify  # noqa: E402
+from gumiho_core.timing import device_name  # noqa: E402
+from gumiho_core.drafter import DrafterConfig, llama_config  # noqa: E402
 from gumiho_core.exactness import first_divergence  # noqa: E402
 from gumiho_core.models import DEFAULT_DRAFTER, DEFAULT_WHEEL, default_model_dir  # noqa: E402
 from make_demo_checkpoint import word_tokenizer, write_pair  # noqa: E402
@@ -213,7 +215,7 @@ def default_pair(work: Path, n_prompts: int) -> tuple[tuple[str, str, str], list
     if (default_model_dir() / "model.safetensors").is_file() or importlib.util.find_spec(DEFAULT_WHEEL):
         specs = ("default", "default", "real (SmolLM2-135M-Instruct and the trained heads in assets/)")
         return specs, heldout_prompts(n_prompts)
-    cfg = DrafterConfig(**json.loads((DEFAULT_DRAFTER / "config.json").read_text())["config"]).llama_config()
+    cfg = llama_config(DrafterConfig(**json.loads((DEFAULT_DRAFTER / "config.json").read_text())["config"]))
     cfg.num_hidden_layers, cfg.tie_word_embeddings = SMOLLM2_LAYERS, True
     cfg.bos_token_id = cfg.eos_token_id = cfg.pad_token_id = None
     from transformers import LlamaForCausalLM
