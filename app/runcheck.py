@@ -19,13 +19,15 @@ from . import checks as c
 from .limits import (MAX_ANSWER_CHARS, MAX_JSON_CONTAINERS, MAX_JSON_ITEMS, MAX_JSON_NESTING, MAX_JSON_STRINGS,
                      MAX_NAME_CHARS, MAX_NEW_TOKENS, MAX_NOTE_CHARS, MAX_NOTES, MAX_PIECE_CHARS, MAX_PROMPT_CHARS,
                      MAX_SECONDS, MAX_SPECIAL_IDS, MAX_TOKEN_ID, MAX_TREE_DEPTH, lone_surrogate)
+from .state import FULL_PRECISION, HALF_PRECISION
 from .stepcheck import check_steps
 
 FORMAT = "gumiho-visualiser-run"
 VERSION = 1
 REQUIRED = ("format", "version", "prompt", "method", "preset", "decode", "tree", "target", "device", "prompt_tokens",
             "notes", "text", "pieces", "special_ids", "clock", "baseline", "baseline_ids", "records")
-OPTIONAL = ("saved", "tree_source")  # tree_source: absent in files saved before the auto tree
+OPTIONAL = ("saved", "tree_source", "dtype")  # absent in older files: tree_source before the auto tree, dtype
+# before the exactness line told fp32 from half precision
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
@@ -67,6 +69,8 @@ def check_run(data) -> Checked:
               "new tokens per run")
     c.at_most(settings.tree.depth, MAX_TREE_DEPTH, "levels", "field 'tree.depth'", "tree depth")
     c.one_of(data["method"], "field 'method'", METHODS)
+    if "dtype" in data:
+        c.one_of(data["dtype"], "field 'dtype'", FULL_PRECISION + HALF_PRECISION)
     c.whole(data["prompt_tokens"], "field 'prompt_tokens'", 1, MAX_SEED)
     _pieces(data["pieces"])
     records = check_steps(data["records"], data["method"], settings.decode, settings.tree)

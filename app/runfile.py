@@ -27,6 +27,7 @@ def to_dict(run: Run) -> dict:
         "prompt": s.prompt, "method": s.method, "preset": s.preset, "tree_source": s.tree_source,
         "decode": s.decode.to_dict(), "tree": s.tree.to_dict(),
         "target": run.target, "device": run.device, "prompt_tokens": run.prompt_tokens, "notes": run.notes,
+        **({"dtype": run.dtype} if run.dtype else {}),  # not recorded: left out, as in older files
         "text": run.text, "pieces": {str(k): v for k, v in sorted(run.pieces.items())},
         "special_ids": sorted(run.special_ids),
         "clock": [round(t, 6) for t in run.clock],
@@ -73,5 +74,5 @@ def loads(text: str) -> Run:
         notes=list(data["notes"]), records=[StepRecord.from_dict(d) for d in data["records"]],
         clock=[float(t) for t in data["clock"]], baseline=[(n, float(t)) for n, t in data["baseline"]],
         baseline_ids=list(data["baseline_ids"]), pieces={int(k): v for k, v in data["pieces"].items()},
-        special_ids=set(data["special_ids"]), text=data["text"],
+        special_ids=set(data["special_ids"]), text=data["text"], dtype=data.get("dtype", ""),
     )

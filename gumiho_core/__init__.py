@@ -11,6 +11,7 @@ Public API (the app and the CLIs use only these names):
     (PARALLEL: the MLP heads' phase), Verdict, Acceptance
     encode_prompt, decode_tokens, token_pieces         -- text at the edges
     GumihoError                                        -- every user-facing error
+    first_difference                                   -- where two outputs part (gumiho_core.exactness)
 """
 from .acceptance import Acceptance
 from .config import (
@@ -32,6 +33,7 @@ from .drafter import GumihoDrafter
 from .drafting import DraftPhase
 from .engine import generate, start
 from .errors import GumihoError
+from .exactness import first_difference
 from .measure.autotree import TreeChoice, cached_tree_choice, choose_tree
 from .models import DEFAULT_TARGET_NAME, load_drafter, load_target, resolve_device, untrained_drafter
 from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, STEP_KINDS, STOP_REASONS, RunResult, StepRecord
@@ -46,5 +48,5 @@ __all__ = [
     "AR", "GUMIHO", "SERIAL", "METHODS", "TREE_MODES", "TREE_FIELDS", "MAX_DEPTH", "MAX_TREE_TOKENS", "MAX_SEED",
     "check_method", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "PARALLEL",
     "RunResult", "StepRecord", "STEP_KINDS", "STOP_REASONS", "PREFILL", "SPECULATIVE", "AUTOREGRESSIVE", "generate",
-    "start", "GumihoError", "Target", "DraftTree", "Verdict",
+    "start", "GumihoError", "Target", "DraftTree", "Verdict", "first_difference",
 ]
