@@ -73,7 +73,7 @@ def _end(rec: dict, where: str, last: bool, cut: bool) -> None:
 
 def _single(rec: dict, where: str) -> list:
     """The prefill and a plain decoding step: no draft, one token of the target's."""
-    if rec.get("tree") is not None or rec.get("verdict") is not None or rec.get("phases"):
+    if rec.get("tree") is not None or rec.get("verdict") is not None or rec.get("phases", []) != []:
         c.refuse(f"{where}: a {rec['kind']} step has no tree, verdict or drafting phases")
     return [None]
 
@@ -131,7 +131,7 @@ def _phases(value, where: str, needed: set[str]) -> None:
     for j, phase in enumerate(phases):
         at = f"{where}: phases[{j}]"
         c.fields(phase, at, PHASE_KEYS)
-        if phase["name"] != PARALLEL and phase["name"] not in _SERIAL:
+        if type(phase["name"]) is not str or phase["name"] != PARALLEL and phase["name"] not in _SERIAL:
             c.refuse(f"{at}.name must be {PARALLEL} or {SERIAL_STEP}1…{SERIAL_STEP}{MAX_TREE_DEPTH}; found "
                      f"{c.kind(phase['name'])}")
         names.append(phase["name"])
