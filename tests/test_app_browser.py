@@ -272,13 +272,13 @@ def test_a_hostile_run_file_is_refused_and_the_previous_run_stays_usable(page, t
     surrogate.write_text(json.dumps({**good, "pieces": {**good["pieces"], "7": "A\udc80B"}}), encoding="utf-8")
     upload = 'input[data-testid="Load run file-upload-button"]'
     page.set_input_files(upload, str(good_file))
-    expect(page.locator("#status")).to_contain_text("Saved run loaded")
+    expect(page.locator("#status")).to_contain_text("Saved run loaded", timeout=60_000)  # a busy CI machine
     expect(page.locator("#how")).to_contain_text("[official docs](https://evil.example/login)")
     caption = page.locator("#caption").inner_text()
     for path, words in ((star, "tree.tokens has 8000 entries; at most 1024 are accepted (nodes per tree)"),
                         (surrogate, "is a lone surrogate (U+DC80)")):
         page.set_input_files(upload, str(path))
-        expect(page.locator(".toast-body").last).to_contain_text(words)
+        expect(page.locator(".toast-body").last).to_contain_text(words, timeout=60_000)
         assert page.locator("#caption").inner_text() == caption
         expect(page.locator("#status")).to_contain_text("Saved run loaded")
     shot(page, "hostile-file-refused")
