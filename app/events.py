@@ -9,6 +9,7 @@ import gradio as gr
 from . import handlers as on
 from .animation import play
 from .backend import Backend, api_generate, compute_run, on_gpu
+from .limits import LOADS_AT_ONCE
 from .messages import report
 from .settings import AUTO, Form, api_settings
 from .view import News, View
@@ -17,6 +18,7 @@ QUIET = dict(show_progress="hidden")
 HIDDEN = dict(QUIET, api_visibility="private")
 FREE = dict(HIDDEN, concurrency_limit=None)  # never waits behind a decoding run
 ANIMATE = dict(QUIET, concurrency_id="animate")  # visitors animating at once: the queue's default limit
+LOAD = dict(HIDDEN, concurrency_id="load", concurrency_limit=LOADS_AT_ONCE)  # each checked and drawn in bounded time
 
 
 def _run_handler(view: View, backend: Backend, compute):
@@ -47,7 +49,7 @@ def _wire_controls(demo: gr.Blocks, view: View, news: News, backend: Backend, fo
     tree = form.tree
     view.pause_btn.click(on.on_pause, view.state, view.pause_btn, **FREE)
     view.prev_btn.click(partial(on.on_prev, view), view.state, view.outputs, **FREE)
-    view.load_btn.upload(partial(on.on_load, view), [view.state, view.load_btn], view.outputs, **FREE)
+    view.load_btn.upload(partial(on.on_load, view), [view.state, view.load_btn], view.outputs, **LOAD)
     form.delay.change(on.on_delay, [view.state, form.delay], None, **FREE)
     form.fast.change(on.on_fast, [view.state, form.fast], form.delay, **FREE)
     form.temperature.change(on.on_temperature, form.temperature, [form.seed, form.top_p], **FREE)

@@ -76,19 +76,36 @@ def on_replay(view: View, user: UserState, delay, fast):
     yield from play(view, user, None)
 
 
+def _refused(message: str):
+    """A refused load: a warning toast says why in one line (escaped: a toast shows HTML), and every output keeps
+    its value (raising gr.Error would also mark each of them "Error")."""
+    gr.Warning(escape(message, quote=False))
+    return gr.skip()
+
+
 def on_load(view: View, user: UserState, path):
+    """Load a run file: checked whole, then drawn for a fresh view; only then does it replace the visitor's run.
+    A refusal changes nothing on screen and says why in one line (file content in it is HTML-escaped: a toast
+    shows HTML)."""
     if not path:
         raise gr.Error("no file was uploaded")
     try:
         run = runfile.read(path)
     except runfile.RunFileError as e:
-        raise gr.Error(f"Could not load this run file: {e}") from None
-    user.reset(run)
-    user.cursor = len(run.records) - 1
+        return _refused(f"Could not load this run file: {e}")
+    loaded = UserState(delay=user.delay, fast=user.fast)
+    loaded.reset(run)
+    loaded.cursor = len(run.records) - 1
+    try:
+        out = picture(view, loaded, f"Saved run loaded (no model needed): “{escape(run.settings.prompt[:120])}”. "
+                      + describe(loaded))
+    except Exception as e:  # a checked run should always draw; if not, the old one stays
+        loaded.drop_export()
+        return _refused(f"Could not show this run file: {report(e, 'drawing a loaded run file')}")
+    user.close()  # the run it replaces: its caches and its exported file
     gr.Info(f"Loaded a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it.",
             duration=5)
-    return picture(view, user, f"Saved run loaded (no model needed): “{escape(run.settings.prompt[:120])}”. "
-                   + describe(user))
+    return out  # its state is `loaded`: the visitor's from now on
 
 
 def on_preset(backend: Backend, name: str, *values):

@@ -10,9 +10,8 @@ from dataclasses import dataclass, fields
 
 from gumiho_core import TREE_FIELDS, DecodeConfig, GumihoError, TreeConfig, check_method
 
+from .limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_TREE_DEPTH, lone_surrogate
 from .state import Settings
-
-MAX_NEW_TOKENS = 1024  # the app's own bound: a run is watched, step by step
 AUTO, CUSTOM = "auto", "custom"  # auto: the tree measured best on this device (TreeChoice), as the CLI's --tree auto
 API_TREES = ("auto", "paper")  # the endpoint's choices, as the CLI's --tree
 
@@ -112,12 +111,23 @@ def decode_settings(max_new_tokens, temperature, top_p, seed) -> DecodeConfig:
 
 def tree_settings(values) -> TreeConfig:
     """The tree fields' values, in TREE_FIELDS order."""
-    return TreeConfig(**{k: whole(v, k) for k, v in zip(TREE_FIELDS, values, strict=True)})
+    tree = TreeConfig(**{k: whole(v, k) for k, v in zip(TREE_FIELDS, values, strict=True)})
+    if tree.depth > MAX_TREE_DEPTH:
+        raise GumihoError(f"depth is {tree.depth}; this app drafts at most {MAX_TREE_DEPTH} levels")
+    return tree
 
 
 def check_prompt(prompt) -> str:
-    if not isinstance(prompt, str) or not prompt.strip():
+    if not isinstance(prompt, str):
+        raise GumihoError(f"the prompt must be text; got {type(prompt).__name__}")
+    if not prompt.strip():
         raise GumihoError("the prompt is empty: type something for the model to answer")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise GumihoError(f"the prompt is {len(prompt)} characters long; this app takes at most {MAX_PROMPT_CHARS}")
+    at = lone_surrogate(prompt)
+    if at is not None:
+        raise GumihoError(f"the prompt is not valid text: character {at} is a lone surrogate "
+                          f"(U+{ord(prompt[at]):04X}), which UTF-8 cannot encode")
     return prompt
 
 

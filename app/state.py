@@ -28,6 +28,9 @@ class Settings:
     tree_source: str = ""  # why this tree: the auto choice's summary, or the preset's name
 
 
+FULL_PRECISION, HALF_PRECISION = ("float32", "float64"), ("bfloat16", "float16")  # Run.dtype's known names
+
+
 @dataclass
 class Run:
     """One decoding run as data: the request, every step, and the plain-decoding baseline it is compared with."""
@@ -44,6 +47,7 @@ class Run:
     pieces: dict[int, str] = field(default_factory=dict)  # token id -> its text, for every token on screen
     special_ids: set[int] = field(default_factory=set)
     text: str = ""  # the answer as the tokenizer decodes it (what the CLI prints)
+    dtype: str = ""  # the target's dtype ("float32", "bfloat16", ...); "" if not recorded (older run files)
 
     @property
     def token_ids(self) -> list[int]:

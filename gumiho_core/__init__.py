@@ -3,20 +3,23 @@
 Public API (the app and the CLIs use only these names):
     load_target, load_drafter, untrained_drafter      -- models (default: SmolLM2-135M-Instruct, offline)
     TreeConfig, DecodeConfig, DrafterConfig            -- settings
-    METHODS (GUMIHO, SERIAL, AR), TREE_MODES, TREE_FIELDS, MAX_DEPTH, check_method
+    METHODS (GUMIHO, SERIAL, AR), TREE_MODES, TREE_FIELDS, MAX_DEPTH, MAX_TREE_TOKENS, MAX_SEED, check_method
                                                        -- the names and bounds every front end shares
     choose_tree, cached_tree_choice, TreeChoice        -- the tree with the best measured tokens/s here
     start, generate                                    -- a session and the loop over its steps
-    StepRecord (STEP_KINDS: PREFILL, SPECULATIVE, AUTOREGRESSIVE), RunResult, DraftTree, DraftPhase
+    StepRecord (STEP_KINDS: PREFILL, SPECULATIVE, AUTOREGRESSIVE; STOP_REASONS), RunResult, DraftTree, DraftPhase
     (PARALLEL: the MLP heads' phase), Verdict, Acceptance
     encode_prompt, decode_tokens, token_pieces         -- text at the edges
     GumihoError                                        -- every user-facing error
+    first_difference                                   -- where two outputs part (gumiho_core.exactness)
 """
 from .acceptance import Acceptance
 from .config import (
     AR,
     GUMIHO,
     MAX_DEPTH,
+    MAX_SEED,
+    MAX_TREE_TOKENS,
     METHODS,
     SERIAL,
     TREE_FIELDS,
@@ -30,9 +33,10 @@ from .drafter import GumihoDrafter
 from .drafting import DraftPhase
 from .engine import generate, start
 from .errors import GumihoError
+from .exactness import first_difference
 from .measure.autotree import TreeChoice, cached_tree_choice, choose_tree
 from .models import DEFAULT_TARGET_NAME, load_drafter, load_target, resolve_device, untrained_drafter
-from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, STEP_KINDS, RunResult, StepRecord
+from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, STEP_KINDS, STOP_REASONS, RunResult, StepRecord
 from .target import Target
 from .text import decode_tokens, encode_prompt, token_pieces
 from .tree import PARALLEL, DraftTree
@@ -41,7 +45,8 @@ from .verify import Verdict
 __all__ = [
     "TreeChoice", "cached_tree_choice", "choose_tree", "Acceptance", "DEFAULT_TARGET_NAME", "load_drafter",
     "load_target", "resolve_device", "untrained_drafter", "decode_tokens", "encode_prompt", "token_pieces",
-    "AR", "GUMIHO", "SERIAL", "METHODS", "TREE_MODES", "TREE_FIELDS", "MAX_DEPTH", "check_method", "DecodeConfig",
-    "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "PARALLEL", "RunResult", "StepRecord", "STEP_KINDS",
-    "PREFILL", "SPECULATIVE", "AUTOREGRESSIVE", "generate", "start", "GumihoError", "Target", "DraftTree", "Verdict",
+    "AR", "GUMIHO", "SERIAL", "METHODS", "TREE_MODES", "TREE_FIELDS", "MAX_DEPTH", "MAX_TREE_TOKENS", "MAX_SEED",
+    "check_method", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "PARALLEL",
+    "RunResult", "StepRecord", "STEP_KINDS", "STOP_REASONS", "PREFILL", "SPECULATIVE", "AUTOREGRESSIVE", "generate",
+    "start", "GumihoError", "Target", "DraftTree", "Verdict", "first_difference",
 ]

@@ -10,6 +10,7 @@ GUMIHO, SERIAL, AR = "gumiho", "serial", "ar"  # Gumiho drafting, serial draftin
 METHODS = (GUMIHO, SERIAL, AR)
 TREE_MODES = (GUMIHO, SERIAL)  # the drafting modes: the methods that draft a tree
 MAX_TREE_TOKENS = 1024  # a sanity bound; the context length is checked per session
+MAX_SEED = 2**64 - 1  # what a torch.Generator takes
 # Which candidates of serial levels 2+ may be chosen into the tree. "paper": each method's own rule -- Gumiho
 # (the authors' topK_genrate) pools only the top_k kept to be expanded, serial drafting (EAGLE-2) pools all
 # top_k * top_k. "all": EAGLE-2's rule for Gumiho too.
@@ -148,7 +149,8 @@ class DecodeConfig:
             isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1,
             f"top_p must be a number in (0, 1]; got {self.top_p!r}",
         )
-        _check(_is_int(self.seed) and self.seed >= 0, f"seed must be an integer >= 0; got {self.seed!r}")
+        _check(_is_int(self.seed) and 0 <= self.seed <= MAX_SEED,
+               f"seed must be an integer in [0, {MAX_SEED}] (0 to 2**64 - 1); got {self.seed!r}")
 
     @property
     def greedy(self) -> bool:

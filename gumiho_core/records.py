@@ -11,6 +11,7 @@ from .tree import DraftTree
 from .verify import Verdict
 
 PREFILL, SPECULATIVE, AUTOREGRESSIVE = STEP_KINDS = ("prefill", "speculative", "autoregressive")
+STOP_REASONS = ("eos", "max_new_tokens", "context", "out_of_memory")  # why a run ended (StepRecord.stop_reason)
 
 
 def _phase_dict(p: DraftPhase) -> dict:
@@ -48,7 +49,7 @@ class StepRecord:
     total_steps: int  # decoding steps so far, the prefill not counted
     compute_s: float  # seconds spent inside step() so far, the prefill included (pauses between steps excluded)
     done: bool
-    stop_reason: str | None  # "eos" | "max_new_tokens" | "context" | "out_of_memory" | None
+    stop_reason: str | None  # one of STOP_REASONS on the last step, else None
 
     @property
     def seconds(self) -> float:

@@ -44,7 +44,7 @@ def make_run(method="gumiho", records=None, clock=None, baseline=None) -> Run:
     records = records if records is not None else [prefill(), record(1, total=4),
                                                    record(2, accepted=(0, 1, 3, 6, 7), total=9, done=True,
                                                           reason="max_new_tokens")]
-    run = Run(Settings("Write a poem.", method, DecodeConfig(max_new_tokens=8), TreeConfig(), "paper"),
+    run = Run(Settings("Write a poem.", method, DecodeConfig(max_new_tokens=9), TreeConfig(), "paper"),
               "tiny", "cpu", 7, records=list(records), pieces=dict(PIECES), special_ids={99})
     run.clock = clock or [0.2 * (i + 1) for i in range(len(records))]
     run.baseline = baseline if baseline is not None else [(n, 0.2 + 0.1 * (n - 1)) for n in range(1, 10)]

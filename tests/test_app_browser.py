@@ -249,3 +249,39 @@ def test_the_generate_endpoint_returns_the_clis_values(app_url, cli):
     for key in ("token_ids", "text", "steps", "new_tokens", "mean_accept_len"):
         assert result[key] == cli[key], key
     assert result["tree_source"] == "the authors' tree"
+
+
+def test_a_hostile_run_file_is_refused_and_the_previous_run_stays_usable(page, tmp_path):
+    """Issue #14: a refusal names the limit in one toast, changes nothing on screen, and the page works after it;
+    markup in a loaded file's names fetches nothing."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from hostile_runs import as_written, synthetic_run
+
+    evil = "https://evil.example"
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    good = synthetic_run(3)
+    good.update(preset=f"custom [official docs]({evil}/login) ![]({evil}/x.png)", tree_source=f"![]({evil}/y.png)")
+    good_file, star, surrogate = tmp_path / "good.json", tmp_path / "star.json", tmp_path / "surrogate.json"
+    good_file.write_text(as_written(good), encoding="utf-8")
+    step = good["records"][1]
+    nodes = 8000
+    tree = {"tokens": list(range(nodes)), "parents": [-1] + [0] * (nodes - 1), "depth": [0] + [1] * (nodes - 1),
+            "proposer": ["root"] + ["serial1"] * (nodes - 1), "logprob": [0.0] * nodes, "score": [0.0] * nodes}
+    star.write_text(json.dumps({**good, "records": [good["records"][0], {**step, "tree": tree}]}), encoding="utf-8")
+    surrogate.write_text(json.dumps({**good, "pieces": {**good["pieces"], "7": "A\udc80B"}}), encoding="utf-8")
+    upload = 'input[data-testid="Load run file-upload-button"]'
+    page.set_input_files(upload, str(good_file))
+    expect(page.locator("#status")).to_contain_text("Saved run loaded", timeout=60_000)  # a busy CI machine
+    expect(page.locator("#how")).to_contain_text("[official docs](https://evil.example/login)")
+    caption = page.locator("#caption").inner_text()
+    for path, words in ((star, "tree.tokens has 8000 entries; at most 1024 are accepted (nodes per tree)"),
+                        (surrogate, "is a lone surrogate (U+DC80)")):
+        page.set_input_files(upload, str(path))
+        expect(page.locator(".toast-body").last).to_contain_text(words, timeout=60_000)
+        assert page.locator("#caption").inner_text() == caption
+        expect(page.locator("#status")).to_contain_text("Saved run loaded")
+    shot(page, "hostile-file-refused")
+    page.click("#replay")  # the event stream still works: the old run replays
+    expect(page.locator("#status")).to_contain_text(ENDED, timeout=60_000)
+    assert not [u for u in requests if "evil.example" in u]

@@ -62,3 +62,21 @@ def test_numbers_and_how_it_works_use_the_runs_values():
     md = how_it_works_md(run, s)
     assert "**4.00 tokens per pass**" in md and "1.67×" in md and "identical" in md
     assert "Speculative decoding" in how_it_works_md(None, None)
+
+
+@pytest.mark.parametrize("dtype, words, absent", [
+    ("float32", "DIFFER from plain decoding's from new token 3 on ✗. The target runs in float32, where they must be "
+                "identical: this is a bug, please report it.", "half-precision"),
+    ("bfloat16", "part from plain decoding's from new token 3 on. The target runs in bfloat16: a tree pass and a "
+                 "one-token pass round differently", "please report"),
+    ("", "does not say the target's dtype: in fp32 that is a bug (please report it); in bf16 or fp16", "DIFFER"),
+])
+def test_the_exactness_line_says_what_a_difference_means_in_the_targets_dtype(dtype, words, absent):
+    run = make_run()
+    run.dtype = dtype
+    run.baseline_ids[2] += 1  # plain decoding's third new token differs
+    s = run_stats(run)
+    assert s.same_as_plain is False and s.differs_at == 2
+    md = how_it_works_md(run, s)
+    assert words in md and absent not in md
+    assert ("*Exactness* in the README" in md) == (dtype != "float32")

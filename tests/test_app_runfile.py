@@ -15,7 +15,7 @@ from gumiho_core import DecodeConfig, TreeConfig
 # -- run files -----------------------------------------------------------------------------------
 def test_a_run_file_round_trips(tmp_path):
     run = make_run()
-    run.settings = Settings("Write a poem.", "gumiho", DecodeConfig(max_new_tokens=8), TreeConfig(), "auto",
+    run.settings = Settings("Write a poem.", "gumiho", DecodeConfig(max_new_tokens=9), TreeConfig(), "auto",
                             "auto tree for this CPU: 16 nodes")
     path = tmp_path / "run.json"
     path.write_text(runfile.dumps(run), encoding="utf-8")
@@ -41,21 +41,23 @@ def _broken(change) -> str:
     (_broken(lambda d: d.update(version=99)), "version 99 is not supported"),
     (_broken(lambda d: d.update(records="x")), "field 'records' must be a list"),
     (_broken(lambda d: d["records"][1].pop("verdict")), "a speculative step needs a tree and a verdict"),
-    (_broken(lambda d: d["records"][1].pop("index")), "step 1 of the run file is malformed"),
+    (_broken(lambda d: d["records"][1].pop("index")), "step 1 lacks the field 'index'"),
     (_broken(lambda d: d["records"][1]["verdict"].update(accepted=[0, 2, 3])), "not a path of its tree"),
     (_broken(lambda d: d["records"][1]["verdict"].update(accepted=[0, 1, 9])), "not a path of its tree"),
     (_broken(lambda d: d["records"][1]["verdict"].update(target_token=[1])), "does not cover every node"),
     (_broken(lambda d: d["records"][1].update(total_new_tokens=3)), "does not add up"),
-    (_broken(lambda d: d["records"][1]["tree"].update(parents=[5] * 8)), "step 1 of the run file is malformed"),
+    (_broken(lambda d: d["records"][1]["tree"].update(parents=[5] * 8)), "tree.parents must each name an earlier"),
     (_broken(lambda d: d["records"].reverse()), "out of order"),
     (_broken(lambda d: d.update(clock=[0.1])), "has 1 times for 3 steps"),
     (_broken(lambda d: d.update(clock=[0.3, 0.2, 0.1])), "must not go back in time"),
     (_broken(lambda d: d["decode"].update(temperature=-3)), "settings are invalid: temperature"),
     (_broken(lambda d: d.update(records=[])), "no steps"),
     (_broken(lambda d: d.update(pieces={"x": 1})), "field 'pieces'"),
-    (_broken(lambda d: d["records"][1]["verdict"].update(target_prob=["0.5"] * 8)), "probabilities or null"),
-    (_broken(lambda d: d["records"][1]["verdict"].update(target_prob=[True] * 8)), "probabilities or null"),
-    (_broken(lambda d: d.update(tree_source=3)), "field 'tree_source' must be a str"),
+    (_broken(lambda d: d["records"][1]["verdict"].update(target_prob=["0.5"] * 8)),
+     "verdict.target_prob[0] must be a number or null; found text '0.5'"),
+    (_broken(lambda d: d["records"][1]["verdict"].update(target_prob=[True] * 8)), "must be a number or null"),
+    (_broken(lambda d: d["records"][1]["verdict"].update(target_prob=[1.5] * 8)), "must be a finite number in [0, 1]"),
+    (_broken(lambda d: d.update(tree_source=3)), "field 'tree_source' must be text; found a whole number 3"),
     (_broken(lambda d: d.update(clock=[0.1, 0.2, 12345.5])).replace("12345.5", "NaN"),
      "not valid JSON (NaN is not JSON)"),
 ])

@@ -42,3 +42,17 @@ def test_api_settings_are_the_clis_defaults():
     assert paper.tree == TreeConfig() and paper.tree_source == "the authors' tree"
     with pytest.raises(GumihoError, match="tree must be one of auto, paper; got 'big'"):
         api_settings("hi", "gumiho", 24, 0.0, 3, tree="big")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("hi", "gumiho", 24, 0.0, 2**70), "seed must be an integer in [0, 18446744073709551615] (0 to 2**64 - 1)"),
+    (("hi", "gumiho", 24, 0.0, -1), "seed must be an integer in [0, 18446744073709551615]"),
+    ((123, "gumiho", 24, 0.0, 0), "the prompt must be text; got int"),
+    ((None, "gumiho", 24, 0.0, 0), "the prompt must be text; got NoneType"),
+    ((["hi"], "gumiho", 24, 0.0, 0), "the prompt must be text; got list"),
+    (("hi \ud800", "gumiho", 24, 0.0, 0), "character 3 is a lone surrogate (U+D800)"),
+])
+def test_bad_api_arguments_name_the_valid_range(args, message):
+    """Issue #14: seed 2**70 was 'something went wrong (ValueError)', a non-string prompt 'the prompt is empty'."""
+    with pytest.raises(GumihoError, match=re.escape(message)):
+        api_settings(*args)

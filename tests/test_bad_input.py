@@ -23,7 +23,8 @@ def drafter(target):
     ({"max_new_tokens": 2.5}, "max_new_tokens"),
     ({"temperature": -0.5}, "temperature must be a number in \\[0, 100\\].*got -0.5"),
     ({"top_p": 0}, "top_p must be a number in \\(0, 1\\]; got 0"),
-    ({"seed": -1}, "seed must be an integer >= 0; got -1"),
+    ({"seed": -1}, "seed must be an integer in \\[0, 18446744073709551615\\] \\(0 to 2\\*\\*64 - 1\\); got -1"),
+    ({"seed": 2**70}, "seed must be an integer in \\[0, 18446744073709551615\\].*got 1180591620717411303424"),
 ])
 def test_decode_config(kwargs, match):
     with pytest.raises(GumihoError, match=match):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gumiho_core import AR, GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
 
-from ..state import Run, Settings
+from ..state import FULL_PRECISION, HALF_PRECISION, Run, Settings
 from .backend import Backend
 from .live import Live
 from .loader import Loaded
@@ -53,8 +53,9 @@ def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
     ids = prompt_ids(backend, loaded, settings.prompt)
     session = start(settings.method, target, ids, settings.decode, settings.tree, _drafter(loaded, settings.method))
     baseline = None if settings.method == AR else start(AR, target, ids, settings.decode)
+    dtype = str(target.dtype).removeprefix("torch.")
     run = Run(settings, target.name, backend.device, len(ids), notes=list(loaded.notes),
-              special_ids=set(tok.all_special_ids))
+              special_ids=set(tok.all_special_ids), dtype=dtype if dtype in FULL_PRECISION + HALF_PRECISION else "")
     live = Live(session, baseline, tok, backend.live)
     backend.live.keep(live)
     return run, live

@@ -8,7 +8,8 @@ from typing import Mapping
 from gumiho_core import AR, PARALLEL, PREFILL, StepRecord
 
 from ..stages import COMMITTED, VERIFIED
-from ..state import Run
+from ..state import FULL_PRECISION, HALF_PRECISION, Run
+from .mdtext import md_text
 from .palette import look
 from .stats import Stats
 from .tree_view import piece_of, visible
@@ -142,9 +143,9 @@ def _tree_story(run: Run) -> str:
     if s.method == AR or s.tree is None:
         return ""
     t = s.tree
-    source = f" ({escape(s.tree_source.rstrip('.'))})" if s.tree_source else ""
+    source = f" ({md_text(s.tree_source.rstrip('.'))})" if s.tree_source else ""  # from a run file, maybe
     return (f"**The draft tree.** Each step of this run verified up to {t.total_tokens} nodes (top_k {t.top_k}, "
-            f"mlp_topk {t.mlp_topk}, pruning {t.pruning}, depth {t.depth}): preset *{escape(s.preset)}*{source}. "
+            f"mlp_topk {t.mlp_topk}, pruning {t.pruning}, depth {t.depth}): preset *{md_text(s.preset)}*{source}. "
             f"{_TREE_SIZE}")
 
 
@@ -182,13 +183,36 @@ def _this_run(run: Run, stats: Stats) -> str:
         verdict = "faster" if stats.speedup >= 1 else "slower: the drafts are not accepted often enough to pay"
         text += f". Net: **{stats.speedup:.2f}×** {verdict}"
     text += "."
-    if stats.same_as_plain is not None:
-        text += (" Exactness check: the tokens are **identical** to plain decoding's so far ✓." if stats.same_as_plain
-                 else " Exactness check: the tokens DIFFER from plain decoding's ✗ (please report this).")
+    text += _exactness(run, stats)
     if any("untrained" in n for n in run.notes):
         text += (" *The drafter here is untrained, so it almost never guesses right: expect about 1 token per "
                  "pass and a slowdown. The output is still exact.*")
     return text
+
+
+_ROUNDING = ("a tree pass and a one-token pass round differently there, so where the target's two best tokens "
+             "are that close either can come out, and the texts go on differently from that token")
+_SEE_README = "see *Exactness* in the README"
+
+
+def _exactness(run: Run, stats: Stats) -> str:
+    """Greedy runs: identical to plain decoding so far, or where they part and what that means in the target's
+    dtype. In fp32 a difference is a bug; in bf16/fp16 it can be an honest rounding near-tie (the renderer has
+    no model to tell which: gumiho_core.exactness does, from the weights)."""
+    if stats.same_as_plain is None:
+        return ""
+    if stats.same_as_plain:
+        return " Exactness check: the tokens are **identical** to plain decoding's so far ✓."
+    at = f"from new token {stats.differs_at + 1} on"
+    if run.dtype in FULL_PRECISION:
+        return (f" Exactness check: the tokens DIFFER from plain decoding's {at} ✗. The target runs in "
+                f"{run.dtype}, where they must be identical: this is a bug, please report it.")
+    if run.dtype in HALF_PRECISION:
+        return (f" Exactness check: the tokens part from plain decoding's {at}. The target runs in {run.dtype}: "
+                f"{_ROUNDING}. That is half-precision arithmetic, not a lost token ({_SEE_README}).")
+    return (f" Exactness check: the tokens part from plain decoding's {at}. This run file does not say the "
+            f"target's dtype: in fp32 that is a bug (please report it); in bf16 or fp16 {_ROUNDING} "
+            f"({_SEE_README}).")
 
 
 def _depth_story(run: Run, stats: Stats) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from gumiho_core import AR, PREFILL, Acceptance
+from gumiho_core import AR, PREFILL, Acceptance, first_difference
 
 from ..state import Run
 
@@ -29,6 +29,7 @@ class Stats:
     base_step_ms: float | None  # mean plain-decoding step (the prefill excluded)
     tree_nodes: float  # mean nodes verified per step, root included
     same_as_plain: bool | None  # greedy only: the tokens equal plain decoding's so far
+    differs_at: int | None = None  # ... if not: the first new token (0-based) where they part
 
     @property
     def depth_rates(self) -> list[float | None]:
@@ -93,11 +94,10 @@ def run_stats(run: Run, upto: int | None = None) -> Stats:
     base_tps, speedup, base_ms = _baseline_stats(run, upto, tokens, seconds) if recs else (None, None, None)
     reached, accepted = _depths(run, upto)
     spec = [r for r in recs if r.tree is not None]
-    same = None
+    same = differs = None
     if run.settings.decode.greedy and run.settings.method != AR and run.baseline_ids:
-        ours = [t for r in recs for t in r.new_token_ids]
-        n = min(len(ours), len(run.baseline_ids))
-        same = ours[:n] == run.baseline_ids[:n]
+        differs = first_difference(run.baseline_ids, [t for r in recs for t in r.new_token_ids])
+        same = differs is None
     return Stats(
         method=run.settings.method, tokens=tokens, steps=steps, seconds=seconds,
         tokens_per_s=tokens / seconds if seconds else 0.0,
@@ -107,5 +107,5 @@ def run_stats(run: Run, upto: int | None = None) -> Stats:
         draft_ms=_mean_ms(r.draft_s for r in recs if r.kind != PREFILL),
         verify_ms=_mean_ms(r.verify_s for r in recs if r.kind != PREFILL),
         base_step_ms=base_ms, tree_nodes=sum(len(r.tree) for r in spec) / len(spec) if spec else 1.0,
-        same_as_plain=same,
+        same_as_plain=same, differs_at=differs,
     )

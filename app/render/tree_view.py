@@ -21,6 +21,7 @@ from .palette import LOOKS, TARGET, look
 COL_W, NODE_W, NODE_H, ROW_H = 120, 104, 20, 24  # px: 9 columns fit a ~1100 px panel
 TOP, LEFT = 50, 6  # room for the column headers
 LABEL_CHARS = 9  # token text shown on a node; the full text is on hover
+TIP_CHARS = 80  # ... up to this many characters (SmolLM2's longest token has 81)
 _VISIBLE = str.maketrans({" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
 CSS = """
@@ -47,8 +48,13 @@ def visible(piece: str) -> str:
 
 
 def short(piece: str, limit: int = LABEL_CHARS) -> str:
-    text = visible(piece)
+    text = visible(piece[: limit + 1])  # a piece may be long: only what is shown is made visible
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tip_text(piece: str) -> str:
+    """A token's text as a hover tip quotes it: visible, and cut at TIP_CHARS (one tip per node)."""
+    return short(piece, TIP_CHARS)
 
 
 def piece_of(pieces: Mapping[int, str], token: int) -> str:
@@ -66,23 +72,22 @@ BONUS_ROW = 0  # a lane of its own, the same at every stage, so an empty slot ne
 
 
 def layout(tree: DraftTree) -> Layout:
-    """Rows in depth-first order, best child first; a node shares the row of its first child."""
-    rows = [0] * len(tree)
-    state = {"next": BONUS_ROW + 1}
-
-    def place(node: int) -> int:
-        first = None
-        for child in tree.children[node]:
-            row = place(child)
-            first = row if first is None else first
-        if first is None:
-            first = state["next"]
-            state["next"] += 1
-        rows[node] = first
-        return first
-
-    place(0)
-    return Layout(tuple(rows), state["next"])
+    """Rows in depth-first order, best child first; a node shares the row of its first child. Without recursion
+    (a chain of any depth), in time linear in the tree."""
+    rows = [-1] * len(tree)
+    next_row = BONUS_ROW + 1
+    stack = [(0, False)]  # (node, its children placed)
+    while stack:
+        node, placed = stack.pop()
+        kids = tree.children[node]
+        if not placed:
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(kids))  # the best child is placed first
+        elif kids:
+            rows[node] = rows[kids[0]]
+        else:
+            rows[node], next_row = next_row, next_row + 1
+    return Layout(tuple(rows), next_row)
 
 
 def node_status(tree: DraftTree, accepted: tuple[int, ...]) -> list[str]:
@@ -97,11 +102,13 @@ def _pct(p: float) -> str:
     return f"{100 * p:.1f}%" if p >= 0.001 else f"{100 * p:.2g}%"
 
 
-def node_tip(record: StepRecord, node: int, pieces: Mapping[int, str], verified: bool) -> str:
-    """What hovering a node tells: who drafted it and how sure it was; after verification, the target's view."""
+def node_tip(record: StepRecord, node: int, pieces: Mapping[int, str], verified: bool,
+             status: list[str] | None = None) -> str:
+    """What hovering a node tells: who drafted it and how sure it was; after verification, the target's view.
+    `status`: node_status() of the tree, computed once per tree by the caller (else here)."""
     tree, v = record.tree, record.verdict
     tok = tree.tokens[node]
-    lines = [f"{visible(piece_of(pieces, tok))!r}  (token {tok})"]
+    lines = [f"{tip_text(piece_of(pieces, tok))!r}  (token {tok})"]
     if node == 0:
         lines.append("root: the last token already in the text; the draft continues from here")
         return "\n".join(lines)
@@ -110,15 +117,15 @@ def node_tip(record: StepRecord, node: int, pieces: Mapping[int, str], verified:
               f"draft probability {_pct(math.exp(tree.logprob[node]))} given its parent; "
               f"path probability {_pct(math.exp(tree.score[node]))}"]
     if verified and v is not None:
-        status = node_status(tree, v.accepted)[node]
-        if status != "unreached":  # the target only checked the children of the accepted path
-            wanted = visible(piece_of(pieces, v.target_token[tree.parents[node]]))
+        state = (status or node_status(tree, v.accepted))[node]
+        if state != "unreached":  # the target only checked the children of the accepted path
+            wanted = tip_text(piece_of(pieces, v.target_token[tree.parents[node]]))
             prob = v.target_prob[node] if node < len(v.target_prob) else math.nan  # () when not traced
             said = f"{_pct(prob)} for this token; " if math.isfinite(prob) else ""
             lines.append(f"target: {said}its top choice here: {wanted!r}")
         lines.append({"accepted": "✓ accepted",
                       "rejected": "✗ rejected: the target did not take this token here",
-                      "unreached": "not checked: an earlier token on its path was rejected"}[status])
+                      "unreached": "not checked: an earlier token on its path was rejected"}[state])
     return "\n".join(lines)
 
 
@@ -182,11 +189,11 @@ def _headers(tree: DraftTree, cols: int, height: int) -> str:
 
 def _visible_nodes(tree: DraftTree, stage: str, order: tuple[str, ...]) -> tuple[list[int], set[int]]:
     """Nodes shown at `stage`, and those that appear at this very stage (they get the entry animation)."""
-    at = order.index(stage) if stage in order else len(order)
+    place = {name: k for k, name in enumerate(order)}
+    at = place.get(stage, len(order))
     shown, fresh = [], set()
     for i in range(len(tree)):
-        phase = tree.phase[i]
-        idx = order.index(phase) if phase in order else -1  # the root (and any unknown phase) is always shown
+        idx = place.get(tree.phase[i], -1)  # the root (and any unknown phase) is always shown
         if idx <= at:
             shown.append(i)
             if idx == at:
@@ -235,7 +242,7 @@ def tree_svg(record: StepRecord, pieces: Mapping[int, str], stage: str = COMMITT
         label = short(piece_of(pieces, tree.tokens[i]))
         body.append(f'<g opacity="{_OPACITY.get(status[i], 1) if status and i else 1}">'
                     + _node_svg(tree.depth[i], lay.row[i], tree.proposer[i], label,
-                                node_tip(record, i, pieces, verified), css, strong) + "</g>")
+                                node_tip(record, i, pieces, verified, status), css, strong) + "</g>")
     body.append(_bonus_svg(record, pieces, lay, stage) if verified else _lane_hint())
     return _wrap(body, width, height, "draft tree")
 
@@ -246,7 +253,7 @@ def _bonus_svg(record: StepRecord, pieces: Mapping[int, str], lay: Layout, stage
     last = v.accepted[-1]
     col = tree.depth[last] + 1
     css = "gm-node gm-bonus" + (" gm-pop" if stage == VERIFIED else "")
-    tip = (f"{visible(piece_of(pieces, v.bonus))!r}  (token {v.bonus})\nthe target's own next token after the "
+    tip = (f"{tip_text(piece_of(pieces, v.bonus))!r}  (token {v.bonus})\nthe target's own next token after the "
            f"accepted path: every step gains at least this one token")
     return (_edge_svg(tree.depth[last], lay.row[last], col, BONUS_ROW, css.replace("gm-node", "gm-edge"), True,
                       dashed=True)
@@ -269,7 +276,7 @@ def single_step_svg(record: StepRecord, pieces: Mapping[int, str]) -> str:
     body = [f'<text class="gm-head" x="{_xy(col, 0)[0] + 2}" y="38">{escape(h)}</text>' for col, h in enumerate(heads)]
     body.append(_node_svg(0, 0, "root", what, f"{heads[0]}: the target reads it in one pass", "gm-node", False))
     if token is not None:
-        tip = f"{visible(piece_of(pieces, token))!r}  (token {token})\nthe target's own token: one pass, one token"
+        tip = f"{tip_text(piece_of(pieces, token))!r}  (token {token})\nthe target's own token: one pass, one token"
         body += [_edge_svg(0, 0, 1, 0, "gm-edge", True),
                  _node_svg(1, 0, TARGET, "★" + short(piece_of(pieces, token), LABEL_CHARS - 1), tip,
                            "gm-node gm-enter", True)]
