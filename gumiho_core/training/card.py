@@ -20,9 +20,10 @@ def answer_tokens(trainer) -> int:
     return int(sum(s.mask.sum() for s in trainer.train_seqs))
 
 
-def scaling_point(fraction: float, trainer, report: dict) -> dict:
-    last = trainer.history[-1]
-    return {"fraction": fraction, "conversations": len(trainer.train_seqs), "answer_tokens": answer_tokens(trainer),
+def scaling_point(fraction: float, data: dict, history: list, report: dict) -> dict:
+    """One point of the curve from a finished run's files: data.json, history.json, evaluation.json."""
+    last = history[-1]
+    return {"fraction": fraction, "conversations": data["conversations"], "answer_tokens": data["answer_tokens"],
             "epochs": last["epoch"], "steps": last["step"],
             "val_top1": {h: round(last.get(f"val_{h}_top1", float("nan")), 4) for h in HEADS},
             **{m: report[m] for m in ("gumiho", "serial")}, "eval_prompts": report["prompts"]}

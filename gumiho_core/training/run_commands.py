@@ -97,10 +97,13 @@ def cmd_scaling(args, models) -> None:
     target, points = models.target(), []
     for fraction in sorted(float(f) for f in args.fractions.split(",")):
         run = args.run if fraction == 1 else f"scale-{fraction:g}"
-        trainer = train_run(args, target, run, fraction)
-        done = run_dir(args, run) / "evaluation.json"
+        folder = run_dir(args, run)
+        history = json.loads((folder / "history.json").read_text()) if (folder / "history.json").is_file() else []
+        if not history or history[-1]["epoch"] < args.epochs:  # a finished run is read back, not loaded again
+            history = train_run(args, target, run, fraction).history
+        done = folder / "evaluation.json"
         report = json.loads(done.read_text()) if done.is_file() else evaluate_run(args, target, run)
-        points.append(card.scaling_point(fraction, trainer, report))
+        points.append(card.scaling_point(fraction, json.loads((folder / "data.json").read_text()), history, report))
         (workdir_for(args) / SCALING).write_text(json.dumps(points, indent=1))
     card.plot_scaling(points, workdir_for(args) / "scaling.png")
     log.info("scaling curve in %s", workdir_for(args) / "scaling.png")
