@@ -15,7 +15,7 @@ from .messages import public_message, report
 from .render.explain import how_it_works_md
 from .render.status import auto_note, describe, model_line
 from .screen import picture
-from .settings import AUTO, CUSTOM, TREE_FIELDS, Form, parse_settings, preset_name, tree_presets, tree_settings
+from .settings import CUSTOM, MEASURED, TREE_FIELDS, Form, parse_settings, preset_name, tree_presets, tree_settings
 from .stages import COMMITTED
 from .state import UserState
 from .view import News, View
@@ -92,9 +92,9 @@ def on_load(view: View, user: UserState, path):
 
 
 def on_preset(backend: Backend, name: str, *values):
-    """A preset fills the advanced tree fields ("auto": with gumiho's tree as it stands now); "custom" leaves
-    them as they are (sent back: a value, never a bare update, see screen.picture())."""
-    cfg = backend.auto_tree(GUMIHO).tree if name == AUTO else tree_presets(backend.device).get(name)
+    """A preset fills the advanced tree fields ("auto", "fastest": with gumiho's tree as it stands now); "custom"
+    leaves them as they are (sent back: a value, never a bare update, see screen.picture())."""
+    cfg = backend.auto_tree(GUMIHO, name).tree if name in MEASURED else tree_presets(backend.device).get(name)
     if cfg is None:
         return list(values)
     return [getattr(cfg, k) for k in TREE_FIELDS]
@@ -137,3 +137,9 @@ def on_tick(news: News, backend: Backend, user: UserState):
     how = user.charts.get(news.how) if user.run is not None else None
     return {news.model: model_line(status), news.auto: note, news.timer: gr.Timer(active=not status.final),
             news.how: how or how_it_works_md(None, None, note)}
+
+
+def on_remeasure(backend: Backend):
+    """Measure this device again (in the background); the news timer follows it."""
+    gr.Info(backend.remeasure(), duration=6)
+    return gr.Timer(active=True)

@@ -44,6 +44,10 @@ class Run:
     pieces: dict[int, str] = field(default_factory=dict)  # token id -> its text, for every token on screen
     special_ids: set[int] = field(default_factory=set)
     text: str = ""  # the answer as the tokenizer decodes it (what the CLI prints)
+    # The race (not saved in run files): every other drafting method on the same prompt and tree shape,
+    # interleaved with this run step by step, and the device's measured verify cost (n -> seconds / plain step).
+    rivals: dict[str, list[StepRecord]] = field(default_factory=dict)
+    verify_ratios: dict[int, float] = field(default_factory=dict)
 
     @property
     def token_ids(self) -> list[int]:
@@ -139,5 +143,5 @@ class ServerStatus:
 
     @property
     def final(self) -> bool:
-        """Nothing here will change on its own any more."""
-        return self.settled or self.failed
+        """Nothing here will change on its own any more (a measurement again, after a run, is news)."""
+        return (self.settled and self.measuring is None) or self.failed

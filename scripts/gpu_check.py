@@ -12,7 +12,7 @@ What it measures, in bf16 and in fp16 (each part skipped, and said so, once its 
    and serial on a few prompts at temperature 0: how many runs are token-identical to ar (each divergence
    diagnosed by gumiho_core.exactness: a rounding near-tie or not), tokens/s, mean accepted length, peak memory.
 3. the default model (below): the same, plus the verification cost curve (one target pass over n = 1..64 tree
-   tokens against one plain step, gumiho_core.autotree.measure_verify) and what `auto` chooses (choose_tree,
+   tokens against one plain step, gumiho_core.measure.costs.measure_verify) and what `auto` chooses (choose_tree,
    measured afresh in a temporary cache).
 
 How the default model gets there. The device machine receives the working tree, 64 MiB in all per call, with no
@@ -59,7 +59,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # gumiho_core sits beside scripts/
 sys.path.insert(0, str(ROOT / "scripts"))
 from gumiho_core import DecodeConfig, TreeConfig, generate, load_drafter, load_target, start  # noqa: E402
-from gumiho_core.autotree import choose_tree, device_name, measure_verify  # noqa: E402
+from gumiho_core.measure.autotree import choose_tree  # noqa: E402
+from gumiho_core.measure.costs import measure_verify  # noqa: E402
+from gumiho_core.timing import device_name  # noqa: E402
 from gumiho_core.drafter import DrafterConfig  # noqa: E402
 from gumiho_core.exactness import first_divergence  # noqa: E402
 from gumiho_core.models import DEFAULT_DRAFTER, DEFAULT_WHEEL, default_model_dir  # noqa: E402
@@ -178,7 +180,7 @@ def verify_curve(target, drafter, prompt, plan: Plan) -> dict:
     session = start("gumiho", target, prompt, DecodeConfig(max_new_tokens=64), TreeConfig(), drafter, trace=False)
     for _ in range(3):
         session.step()
-    plain_s, costs = measure_verify(session, nodes=plan.curve, reps=plan.reps)
+    plain_s, costs = measure_verify(session, nodes=plan.curve, rounds=plan.reps)
     return {"context_tokens": session.cache.get_seq_length(), "plain_step_s": round(plain_s, 6),
             "verify_s": {n: round(s, 6) for n, s in costs.items()},
             "ratio_to_plain": {n: round(s / plain_s, 3) for n, s in costs.items()}}

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-import gumiho_core.autotree as autotree
+import gumiho_core.measure.costs as costs
 import gumiho_core.engine as engine
 import gumiho_core.timing as timing
 from gumiho_core import DecodeConfig, TreeConfig, generate, load_drafter, load_target, start
@@ -137,9 +137,10 @@ def test_autotree_timings_wait_for_the_device(tiny_pair, monkeypatch):
     session = start("gumiho", target, PROMPT, DecodeConfig(max_new_tokens=12), TREE, drafter)
     session.step()
     syncs = []
-    monkeypatch.setattr(autotree, "synchronize", lambda device: syncs.append(device))
-    ar_s, verify_s = autotree.measure_verify(session, nodes=(2, 4), reps=2)
-    assert set(syncs) == {target.device} and len(syncs) == 2 * 2 * 3  # before and after each of 2 reps, 3 curves
+    monkeypatch.setattr(costs, "synchronize", lambda device: syncs.append(device))
+    ar_s, verify_s = costs.measure_verify(session, nodes=(2, 4), rounds=2)
+    assert set(syncs) == {target.device} and len(syncs) == 2 * 3 * 3  # before and after each call: 3 sizes, a warm-up
+    #                                                                   round and 2 timed rounds
     assert set(verify_s) == {"2", "4"} and ar_s > 0
 
 

@@ -3,7 +3,7 @@
 the baseline; and the whole runs of whole-run mode (ZeroGPU) and of the API."""
 from __future__ import annotations
 
-from gumiho_core import AR, GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
+from gumiho_core import AR, TREE_MODES, GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
 
 from ..state import Run, Settings
 from .backend import Backend
@@ -45,17 +45,33 @@ def _drafter(loaded: Loaded, method: str):
     return loaded.drafter
 
 
+def _rivals(loaded: Loaded, settings: Settings, ids: list[int]) -> dict:
+    """The other drafting methods on the same prompt with the same tree shape (the same budget), for the race."""
+    if loaded.drafter is None or settings.tree is None:
+        return {}
+    return {m: start(m, loaded.target, ids, settings.decode, settings.tree, loaded.drafter)
+            for m in TREE_MODES if m != settings.method}
+
+
+def _verify_ratios(backend: Backend) -> dict[int, float]:
+    """This device's measured cost of verifying n tokens, in plain steps (any drafting mode's measurement)."""
+    choice = next(iter(backend.auto.choices.values()), None)
+    return {} if choice is None else {int(n): s / choice.ar_step_s for n, s in choice.verify_s.items()}
+
+
 def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
-    """A new run: the tree settled, both decoders created and the prompt checked before any step is taken."""
+    """A new run: the tree settled, every decoder created and the prompt checked before any step is taken."""
     loaded = backend.get()
     settings = backend.settle(settings)
     target, tok = loaded.target, loaded.target.tokenizer
     ids = prompt_ids(backend, loaded, settings.prompt)
     session = start(settings.method, target, ids, settings.decode, settings.tree, _drafter(loaded, settings.method))
     baseline = None if settings.method == AR else start(AR, target, ids, settings.decode)
+    rivals = _rivals(loaded, settings, ids)
     run = Run(settings, target.name, backend.device, len(ids), notes=list(loaded.notes),
-              special_ids=set(tok.all_special_ids))
-    live = Live(session, baseline, tok, backend.live)
+              special_ids=set(tok.all_special_ids), rivals={m: [] for m in rivals},
+              verify_ratios=_verify_ratios(backend))
+    live = Live(session, baseline, tok, backend.live, rivals)
     backend.live.keep(live)
     return run, live
 
@@ -63,6 +79,12 @@ def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
 def _step(backend: Backend, session):
     with backend.step_lock:
         return session.step()
+
+
+def _catch_up(backend: Backend, session, tokens: int | None, record) -> None:
+    """Step `session` until it has `tokens` tokens (None: to its end), passing each record to record()."""
+    while session is not None and not session.done and (tokens is None or len(session.generated) < tokens):
+        record(_step(backend, session))
 
 
 def _learn_pieces(run: Run, tokenizer, record) -> None:
@@ -77,18 +99,23 @@ def _learn_pieces(run: Run, tokenizer, record) -> None:
 
 
 def advance(backend: Backend, run: Run, live: Live):
-    """One step of the run, then plain decoding until it has as many tokens (interleaved, so both runs
-    see the same machine load). Returns the step's record."""
-    session, base = live.session, live.baseline
+    """One step of the run, then each rival and plain decoding until they have as many tokens (interleaved, so
+    all see the same machine load); once the run is done, each of them to its own end. Returns the step's record."""
+    session = live.session
     backend.live.keep(live)  # recently used: the last to be evicted
     record = _step(backend, session)
     run.add(record)
     _learn_pieces(run, live.tokenizer, record)
     run.text = decode_tokens(live.tokenizer, run.token_ids)
-    while base is not None and not base.done and (not run.baseline or run.baseline[-1][0] < record.total_new_tokens):
-        run.add_baseline(_step(backend, base))
+    until = None if session.done else record.total_new_tokens
+    for method, rival in live.rivals.items():
+        _catch_up(backend, rival, until, run.rivals[method].append)
+    _catch_up(backend, live.baseline, until, run.add_baseline)
     if session.done:
         live.release()
+        note = backend.auto.judge(run, backend.loader.loaded)
+        if note:
+            run.notes.append(note)
     return record
 
 

@@ -1,0 +1,47 @@
+"""Time per step: every decoding step of the run on screen as a stacked bar of where its time went (each
+drafting phase, choosing the tree, verification, commit), beside the cost of one plain step measured alongside."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from gumiho_core import AR, PREFILL
+
+from ..state import Run
+from .lanes import lanes
+from .phases import PLAIN_STEP, VERIFY, part_look, part_order, parts
+
+
+def _plain_step_ms(run: Run, upto: int) -> float | None:
+    plain = next((lane for lane in lanes(run, upto) if lane.method == AR), None)
+    times = [s.end - s.start for s in plain.steps[1:]] if plain else []
+    return 1000 * sum(times) / len(times) if times else None
+
+
+def timing_figure(run: Run, upto: int) -> go.Figure:
+    method = run.settings.method
+    steps = [r for r in run.records[: upto + 1] if r.kind != PREFILL]
+    fig = go.Figure()
+    fig.update_layout(title=dict(text=f"Time per step, {'plain decoding' if method == AR else method} (measured)",
+                                 font=dict(size=15)), template="plotly_white",
+                      font=dict(size=14, family="system-ui, sans-serif"), height=330, barmode="stack", bargap=0.15,
+                      margin=dict(l=60, r=16, t=48, b=48), xaxis_title="step (the prefill is not shown)",
+                      yaxis_title="milliseconds", legend=dict(orientation="h", yanchor="top", y=-0.2, x=0,
+                                                              font=dict(size=12)))
+    by_key: dict[str, list[float]] = {}
+    for i, rec in enumerate(steps):
+        for part in parts(rec):
+            by_key.setdefault(part.key, [0.0] * len(steps))[i] += 1000 * part.seconds
+    for key in part_order(by_key):
+        lk = PLAIN_STEP if method == AR and key == VERIFY else part_look(key)
+        fig.add_bar(x=[r.index for r in steps], y=by_key[key], name=lk.label, marker=dict(color=lk.colour),
+                    hovertemplate=f"step %{{x}}: {lk.tag} %{{y:.1f}} ms<extra></extra>")
+    plain = _plain_step_ms(run, upto)
+    if plain is not None:
+        fig.add_hline(y=plain, line=dict(color="#111111", dash="dot", width=2),
+                      annotation_text=f"one plain step: {plain:.0f} ms", annotation_position="top left",
+                      annotation_font=dict(size=13))
+    fig.update_xaxes(range=[0.4, max(len(steps), 1) + 0.6], dtick=1 if len(steps) <= 20 else None)
+    if not steps:
+        fig.add_annotation(text="no decoding step yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                           font=dict(size=16))
+    return fig
