@@ -2,8 +2,7 @@
 
     python scripts/check_layout.py          # prints what breaks a rule; exit code 1 if anything does
 
-1. No source file in app/ or gumiho_core/ over 300 lines; no function over 40 (gumiho_core/training/ is
-   checked and reported but, being rewritten elsewhere, does not fail the check: --strict-training makes it).
+1. No source file in app/ or gumiho_core/ over 300 lines; no function over 40.
 2. No import cycle among the project's modules (imports inside functions count too).
 3. Nothing imports upward: app/ uses only the public `gumiho_core` API (the package, never a module of it);
    the engine and gumiho_core/measure never import their front ends (the CLIs, the benchmark, training,
@@ -20,7 +19,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("app", "gumiho_core")
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 300, 40
-RELAXED = "gumiho_core.training"  # another issue rewrites it: reported, not failed
 PAGE = ("app.layout", "app.events", "app.handlers", "app.animation", "app.screen", "app.view")
 ENTRY = ("gumiho_core.cli", "gumiho_core.bench", "gumiho_core.measure.bench", "gumiho_core.training")
 FORBIDDEN = {  # importer prefix -> imported prefixes it must not use
@@ -157,17 +155,14 @@ def too_long(name: str, path: Path) -> list[str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--strict-training", action="store_true", help="fail on gumiho_core/training/ too")
-    args = p.parse_args(argv)
+    p.parse_args(argv)
     known = modules()
     graph = {name: imports(name, path, known) for name, path in known.items()}
-    failures, notes = [], []
+    failures = []
     for name, path in known.items():
-        (notes if _under(name, RELAXED) and not args.strict_training else failures).extend(too_long(name, path))
+        failures.extend(too_long(name, path))
     failures += [" -> ".join(c) + " (a cycle)" for c in cycles(graph)]
     failures += upward(graph)
-    for line in notes:
-        print(f"note (training, not failed): {line}")
     for line in failures:
         print(line)
     print(f"{len(known)} modules, {sum(len(v) for v in graph.values())} imports: "

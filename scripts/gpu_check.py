@@ -62,7 +62,7 @@ from gumiho_core import DecodeConfig, TreeConfig, generate, load_drafter, load_t
 from gumiho_core.measure.autotree import choose_tree  # noqa: E402
 from gumiho_core.measure.costs import measure_verify  # noqa: E402
 from gumiho_core.timing import device_name  # noqa: E402
-from gumiho_core.drafter import DrafterConfig  # noqa: E402
+from gumiho_core.drafter import DrafterConfig, llama_config  # noqa: E402
 from gumiho_core.exactness import first_divergence  # noqa: E402
 from gumiho_core.models import DEFAULT_DRAFTER, DEFAULT_WHEEL, default_model_dir  # noqa: E402
 from make_demo_checkpoint import word_tokenizer, write_pair  # noqa: E402
@@ -215,7 +215,7 @@ def default_pair(work: Path, n_prompts: int) -> tuple[tuple[str, str, str], list
     if (default_model_dir() / "model.safetensors").is_file() or importlib.util.find_spec(DEFAULT_WHEEL):
         specs = ("default", "default", "real (SmolLM2-135M-Instruct and the trained heads in assets/)")
         return specs, heldout_prompts(n_prompts)
-    cfg = DrafterConfig(**json.loads((DEFAULT_DRAFTER / "config.json").read_text())["config"]).llama_config()
+    cfg = llama_config(DrafterConfig(**json.loads((DEFAULT_DRAFTER / "config.json").read_text())["config"]))
     cfg.num_hidden_layers, cfg.tie_word_embeddings = SMOLLM2_LAYERS, True
     cfg.bos_token_id = cfg.eos_token_id = cfg.pad_token_id = None
     from transformers import LlamaForCausalLM

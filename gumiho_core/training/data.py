@@ -25,9 +25,6 @@ from .corpus import parts, read_part
 from .distill import features_match
 
 log = logging.getLogger(__name__)
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
-TRAIN_PROMPTS = PROMPTS_DIR / "train.jsonl"  # written by hand
-TRAIN_PROMPT_FILES = (TRAIN_PROMPTS, PROMPTS_DIR / "train_generated.jsonl")  # the second: written by the target
 
 
 # -- 2. features -------------------------------------------------------------------------------

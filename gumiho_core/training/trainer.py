@@ -30,8 +30,8 @@ class TrainConfig:
     beta2: float = 0.95
     warmup_steps: int = 100
     grad_clip: float = 0.5
-    tokens_per_step: int = 1024  # about 6 answers: on a CPU budget, more small steps learn more than few big ones
-    micro_tokens: int = 1024  # padded tokens per forward
+    tokens_per_step: int = 4096  # about 20 answers per optimizer step
+    micro_tokens: int = 4096  # padded tokens per forward (larger: fewer weight casts per token, measured 1.25x)
     noise: float = 0.2
     # GUMIHO.md weighs CE 0.1 and starts the MLP heads' CE after 2 epochs ("paper"). With a CPU budget of a
     # few hundred steps the CE term is what drives acceptance: after 40 steps the MLP heads' top-10 agreement
@@ -76,8 +76,10 @@ def choose_draft_vocab(seqs: list[Sequence], size: int, target: Target) -> torch
 def new_drafter(target: Target, vocab_map: torch.Tensor | None, cfg: TrainConfig) -> GumihoDrafter:
     torch.manual_seed(cfg.seed)
     shared = target.shared_weights()
-    if vocab_map is not None:
-        shared = SharedWeights(shared.embed, shared.lm_head[vocab_map.to(shared.lm_head.device)], vocab_map)
+    lm_head = shared.lm_head if vocab_map is None else shared.lm_head[vocab_map.to(shared.lm_head.device)]
+    if cfg.precision == "bf16":  # the frozen lm_head in bf16 once, instead of autocast casting it at every call
+        lm_head = lm_head.to(torch.bfloat16)
+    shared = SharedWeights(shared.embed, lm_head, vocab_map)
     drafter = GumihoDrafter(DrafterConfig.from_target(target.config), shared, origin="training")
     with torch.no_grad():
         for layer in drafter.layers:

@@ -1,0 +1,193 @@
+"""The model card of shipped heads, and the data-scaling curve it shows."""
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import MAX_DEPTH
+from ..timing import device_name
+from .corpus import read_corpus
+from .workspace import TRAIN_PROMPTS_HAND, TRAIN_PROMPTS_MADE, corpus_dir_for, run_dir, workdir_for
+
+HEADS = ["serial"] + [f"mlp{m}" for m in range(1, 6)]
+TAU_GOAL = 3.5
+
+
+def answer_tokens(trainer) -> int:
+    return int(sum(s.mask.sum() for s in trainer.train_seqs))
+
+
+def scaling_point(fraction: float, trainer, report: dict) -> dict:
+    last = trainer.history[-1]
+    return {"fraction": fraction, "conversations": len(trainer.train_seqs), "answer_tokens": answer_tokens(trainer),
+            "epochs": last["epoch"], "steps": last["step"],
+            "val_top1": {h: round(last.get(f"val_{h}_top1", float("nan")), 4) for h in HEADS},
+            **{m: report[m] for m in ("gumiho", "serial")}, "eval_prompts": report["prompts"]}
+
+
+def tokens_for_tau(points: list[dict], tau: float = TAU_GOAL) -> float | None:
+    """Answer tokens at which a straight line through (log tokens, gumiho tau) reaches tau; None if it never does."""
+    xs = [math.log10(p["answer_tokens"]) for p in points]
+    ys = [p["gumiho"]["mean_accept_len"] for p in points]
+    if len(xs) < 2:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / max(1e-12, sum((x - mx) ** 2 for x in xs))
+    return 10 ** (mx + (tau - my) / slope) if slope > 0 else None
+
+
+def plot_scaling(points: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tokens = [p["answer_tokens"] for p in points]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for h in HEADS:
+        a.plot(tokens, [p["val_top1"][h] for p in points], marker="o", label=h)
+    a.set_xscale("log"), a.set_xlabel("answer tokens trained on"), a.set_ylabel("top-1 agreement with the target")
+    a.set_title("held-out, teacher-forced, per head"), a.legend(fontsize=7)
+    for m in ("gumiho", "serial"):
+        b.plot(tokens, [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
+    need = tokens_for_tau(points)
+    if need and need > tokens[-1]:
+        b.plot([tokens[-1], need], [points[-1]["gumiho"]["mean_accept_len"], TAU_GOAL], "k--", lw=1,
+               label=f"straight-line extrapolation: {need:,.0f} tokens")
+    b.axhline(TAU_GOAL, color="grey", lw=0.8, ls=":")
+    b.set_xscale("log"), b.set_xlabel("answer tokens trained on"), b.set_ylabel("tokens per target pass")
+    b.set_title("held-out prompts, authors' 64-node tree, T=0"), b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the card says, gathered from the run's files."""
+
+    target: str
+    vocab: int
+    device: str
+    recipe: str
+    train_config: dict
+    history: list
+    draft_vocab: int
+    corpus: dict
+    evaluation: dict | None
+    scaling: list | None
+    objectives: dict
+
+    @classmethod
+    def gather(cls, args, target, history: list, draft_vocab: int | None) -> "Facts":
+        meta = json.loads((run_dir(args) / "drafter" / "config.json").read_text())
+        return cls(target.name, target.vocab_size, device_name(target.device).split(", ")[0], args.recipe,
+                   meta["train_config"], history, draft_vocab or target.vocab_size, corpus_stats(args),
+                   _json_or_none(run_dir(args) / "evaluation.json"), _json_or_none(workdir_for(args) / "scaling.json"),
+                   {r.name[4:]: _objective_result(r) for r in sorted(workdir_for(args).glob("cmp-*"))})
+
+
+def _json_or_none(path: Path):
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _objective_result(run: Path) -> dict:
+    hist = _json_or_none(run / "history.json") or [{}]
+    return {"last": hist[-1], "evaluation": _json_or_none(run / "evaluation.json")}
+
+
+def corpus_stats(args) -> dict:
+    rows = read_corpus(corpus_dir_for(args)) if corpus_dir_for(args).is_dir() else []
+    sources = Counter(json.loads(line).get("source", "?") for line in TRAIN_PROMPTS_MADE.read_text().splitlines()) \
+        if TRAIN_PROMPTS_MADE.is_file() else Counter()
+    hand = sum(1 for line in TRAIN_PROMPTS_HAND.read_text().splitlines() if line.strip())
+    return {"answers": len(rows), "prompts": len({r.prompt_key for r in rows}),
+            "answer_tokens": sum(len(r.answer_ids) for r in rows), "modes": dict(Counter(r.mode for r in rows)),
+            "hand_prompts": hand, "made_prompts": dict(sources)}
+
+
+def model_card(f: Facts) -> str:
+    return "\n".join([f"# Gumiho heads for {f.target}", "", *_data(f), *_training(f), *_objectives(f),
+                      *_acceptance(f), *_scaling(f)])
+
+
+def _data(f: Facts) -> list[str]:
+    c = f.corpus
+    made = ", ".join(f"{n} {s}" for s, n in sorted(c["made_prompts"].items()))
+    return ["## Data", "",
+            f"Self-distillation: the target's own answers to {c['prompts']:,} training prompts ({c['hand_prompts']} "
+            f"written by hand in `prompts/train.jsonl`; `prompts/train_generated.jsonl` made by `make-prompts`: "
+            f"{made}), {c['answers']:,} answers "
+            f"({', '.join(f'{n:,} {m}' for m, n in sorted(c['modes'].items()))}), {c['answer_tokens']:,} answer "
+            "tokens, committed as token ids in `data/` (see data/README.md). No evaluation prompt, nor a near-copy "
+            "of one, is among the training prompts.", ""]
+
+
+def _training(f: Facts) -> list[str]:
+    cfg, last = f.train_config, f.history[-1]
+    hours = sum(h["seconds"] for h in f.history) / 3600
+    top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS if f"val_{h}_top1" in last)
+    return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
+            f"parallel MLP heads). Objective `{cfg['objective']}` (see below). {last['epoch']} epochs, "
+            f"{last['step']} optimizer steps of about {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} (warm-up "
+            f"{cfg['warmup_steps']} steps, linear decay), grad clip {cfg['grad_clip']}, {cfg['precision']} matmuls on "
+            f"{f.device}; {hours:.2f} hours of training. Draft vocabulary: {f.draft_vocab} tokens, the most frequent "
+            f"of the training data up to {cfg['draft_vocab']} (the target still verifies over all {f.vocab}). "
+            "Weights stored in fp16.", "", "![loss curve](loss.png)", "",
+            "Held-out conversations (5% of the prompts, every answer to a held-out prompt), teacher-forced top-1 "
+            f"agreement with the target after the last epoch: {top1}.", ""]
+
+
+def _depth_table(rows: list[tuple[str, dict]]) -> list[str]:
+    out = ["| drafting | tokens per target pass | " + " | ".join(f"depth {d}" for d in range(1, MAX_DEPTH + 1))
+           + " |", "|---|---|" + "---|" * MAX_DEPTH]
+    for name, r in rows:
+        rates = ("-" if x != x else f"{x:.2f}" for x in r["per_depth"])  # nan: never reached
+        out.append(f"| {name} | {r['mean_accept_len']:.2f} | " + " | ".join(rates) + " |")
+    return out
+
+
+def _acceptance(f: Facts) -> list[str]:
+    e = f.evaluation
+    if not e:
+        return []
+    return ["## Acceptance (real decoding, temperature 0)", "",
+            f"{e['prompts']} held-out prompts (`prompts/heldout.jsonl`), {e['max_new_tokens']} new tokens each, the "
+            "authors' tree (top_k 14, 64 nodes; Gumiho pools only the kept level-2 candidates, as the authors do):",
+            "", *_depth_table([(m, e[m]) for m in ("gumiho", "serial")]), "",
+            "Depth d's rate is P(the accepted path reaches depth d | it reached depth d-1); outputs equal plain "
+            "decoding's. Measure with `python -m gumiho_core.train evaluate --draft "
+            f"assets/smollm2-135m-instruct-gumiho --eval-n {e['prompts']}`.", ""]
+
+
+def _objectives(f: Facts) -> list[str]:
+    if not f.objectives:
+        return []
+    lines = ["## Objective", "", "Both objectives trained on the same quarter of the prompts, same steps "
+             "(`train --objective paper|distill --data-fraction 0.25`); held-out teacher-forced top-1 per head:", "",
+             "| objective | " + " | ".join(HEADS) + " |", "|---|" + "---|" * len(HEADS)]
+    for name, r in f.objectives.items():
+        lines.append(f"| {name} | " + " | ".join(f"{r['last'].get(f'val_{h}_top1', float('nan')):.3f}"
+                                                  for h in HEADS) + " |")
+    return lines + ["", f"Shipped: `{f.train_config['objective']}`. `paper` is GUMIHO.md's weighting (CE 0.1, the "
+                    "MLP heads' CE from epoch 2); `distill` weighs the target's own next-token distribution (soft "
+                    "cross-entropy against softmax(lm_head(feature))) as much as the features, for every head.", ""]
+
+
+def _scaling(f: Facts) -> list[str]:
+    if not f.scaling:
+        return []
+    need = tokens_for_tau(f.scaling)
+    rows = [f"| {p['fraction']:g} | {p['answer_tokens']:,} | {p['val_top1']['serial']:.3f} | "
+            f"{p['val_top1']['mlp1']:.3f} | {p['gumiho']['mean_accept_len']:.2f} | "
+            f"{p['serial']['mean_accept_len']:.2f} |" for p in f.scaling]
+    guess = (f"A straight line through tau against log(tokens) reaches {TAU_GOAL} at about {need:,.0f} answer "
+             "tokens: an extrapolation, not a measurement." if need else
+             f"Tau does not rise with data here, so no amount is predicted to reach {TAU_GOAL}.")
+    return ["## What more data brings", "", "![data scaling](scaling.png)", "",
+            "| share of prompts | answer tokens | serial top-1 | mlp1 top-1 | gumiho tau | serial tau |",
+            "|---|---|---|---|---|---|", *rows, "", guess, ""]

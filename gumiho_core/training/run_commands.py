@@ -1,0 +1,125 @@
+"""The model commands of `python -m gumiho_core.train`: train, evaluate, scaling, ship, export."""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from safetensors import safe_open
+from tqdm import tqdm
+
+from ..acceptance import Acceptance
+from ..config import DecodeConfig, TreeConfig
+from ..engine import generate, start
+from ..errors import GumihoError
+from ..jsonl import read_jsonl
+from ..models import DEFAULT_DRAFTER, load_drafter
+from ..text import encode_prompt
+from . import card
+from .data import load_corpus, load_features
+from .export import export_official
+from .trainer import Trainer, TrainConfig, plot_history
+from .workspace import corpus_dir_for, features_dir_for, run_dir, trained_heads, workdir_for
+
+log = logging.getLogger(__name__)
+SCALING = "scaling.json"
+
+
+def training_sequences(args, target, fraction: float | None = None):
+    """Your own conversations' features if --conversations, else the corpus (a share of its prompts)."""
+    if args.conversations:
+        return load_features(workdir_for(args) / "features-own", target.config.hidden_size)
+    return load_corpus(corpus_dir_for(args), features_dir_for(args), target.config.hidden_size,
+                       args.data_fraction if fraction is None else fraction)
+
+
+def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
+    cfg = TrainConfig(epochs=args.epochs, lr=args.lr, tokens_per_step=args.tokens_per_step,
+                      draft_vocab=args.draft_vocab, seed=args.seed, precision=args.precision, objective=args.objective)
+    trainer = Trainer(target, training_sequences(args, target, fraction), cfg, run_dir(args, run))
+    log.info("%s: %d training / %d held-out conversations, %d steps per epoch", run, len(trainer.train_seqs),
+             len(trainer.val_seqs), trainer.steps_per_epoch)
+    trainer.run()
+    plot_history(trainer.history, run_dir(args, run) / "loss.png")
+    return trainer
+
+
+def cmd_train(args, models) -> None:
+    train_run(args, models.target(), args.run)
+    log.info("drafter in %s", run_dir(args) / "drafter")
+
+
+def evaluate_heads(target, drafter, prompts: list[dict], max_new_tokens: int) -> dict:
+    """Acceptance at temperature 0 with the authors' tree, for gumiho and serial drafting."""
+    report = {"prompts": len(prompts), "max_new_tokens": max_new_tokens, "tree": TreeConfig().to_dict()}
+    for method in ("gumiho", "serial"):
+        acc = Acceptance()
+        for row in tqdm(prompts, desc=f"evaluate {method}", unit="prompt"):
+            ids = encode_prompt(target.tokenizer, row["prompt"])
+            acc.add(generate(start(method, target, ids, DecodeConfig(max_new_tokens=max_new_tokens), TreeConfig(),
+                                   drafter)))
+        report[method] = acc.to_dict()
+        log.info("%s: mean accepted length %.3f, per depth %s", method, acc.mean_accept_len,
+                 [round(x, 3) for x in acc.per_depth()])
+    return report
+
+
+def evaluate_run(args, target, run: str) -> dict:
+    """The heads of a run folder (or --draft) evaluated; the report is kept beside them."""
+    draft = args.draft if args.draft != "default" else str(trained_heads(args) if run == args.run
+                                                            else run_dir(args, run) / "drafter")
+    prompts = read_jsonl(args.eval_prompts, required=("prompt",))[: args.eval_n or None]
+    report = {"draft": draft, **evaluate_heads(target, load_drafter(draft, target), prompts, args.eval_tokens)}
+    out = Path(args.eval_out) if args.eval_out else run_dir(args, run) / "evaluation.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    return report
+
+
+def cmd_evaluate(args, models) -> None:
+    print(json.dumps(evaluate_run(args, models.target(), args.run)))
+
+
+def cmd_scaling(args, models) -> None:
+    """Train and evaluate on nested shares of the corpus's prompts: what more data brings, as numbers."""
+    target, points = models.target(), []
+    for fraction in sorted(float(f) for f in args.fractions.split(",")):
+        run = args.run if fraction == 1 else f"scale-{fraction:g}"
+        trainer = train_run(args, target, run, fraction)
+        done = run_dir(args, run) / "evaluation.json"
+        report = json.loads(done.read_text()) if done.is_file() else evaluate_run(args, target, run)
+        points.append(card.scaling_point(fraction, trainer, report))
+        (workdir_for(args) / SCALING).write_text(json.dumps(points, indent=1))
+    card.plot_scaling(points, workdir_for(args) / "scaling.png")
+    log.info("scaling curve in %s", workdir_for(args) / "scaling.png")
+
+
+def cmd_ship(args, models) -> None:
+    """Copy the trained heads into assets/ with a model card (data, recipe, loss, acceptance, scaling)."""
+    run = run_dir(args)
+    if not (run / "drafter" / "model.safetensors").is_file():
+        raise GumihoError(f"no trained drafter in {run}; run the train command first")
+    dest = Path(args.ship_to) if args.ship_to else DEFAULT_DRAFTER
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(run / "drafter" / name, dest / name)
+    history = json.loads((run / "history.json").read_text())
+    plot_history(history, dest / "loss.png")
+    scaling = workdir_for(args) / SCALING
+    if scaling.is_file():
+        card.plot_scaling(json.loads(scaling.read_text()), dest / "scaling.png")
+    with safe_open(dest / "model.safetensors", "pt") as f:  # the heads' own vocabulary, as shipped
+        draft_vocab = f.get_slice("draft_vocab").get_shape()[0] if "draft_vocab" in f.keys() else None
+    facts = card.Facts.gather(args, models.target(), history, draft_vocab)
+    (dest / "README.md").write_text(card.model_card(facts))
+    log.info("shipped to %s", dest)
+
+
+def cmd_export(args, models) -> None:
+    """Write the heads in the authors' published layout; reads the target's files, never loads the model."""
+    if not args.out:
+        raise GumihoError("export needs --out, the folder to write the official layout into")
+    draft = args.draft if args.draft != "default" else str(trained_heads(args))
+    done = export_official(draft, args.target, args.out)
+    log.info("exported %s to %s: %d tensors, %.1f MB", draft, done.folder, done.tensors, done.weights_bytes / 2**20)
