@@ -115,11 +115,9 @@ def _charts() -> dict:
     """The race across the page, then where the time goes and the what-if, then the run's own curves."""
     race = gr.Plot(label="race", elem_id="race")
     race_note = gr.HTML(race_html(None, -1), elem_id="race-note")
-    with gr.Row(equal_height=False):
-        timing = gr.Plot(label="time per step", elem_id="timing")
-        with gr.Column():
-            whatif = gr.Plot(label="what-if", elem_id="whatif")
-            whatif_note = gr.HTML(whatif_html(None, -1), elem_id="whatif-note")
+    timing = gr.Plot(label="time per step", elem_id="timing")
+    whatif = gr.Plot(label="what-if", elem_id="whatif")
+    whatif_note = gr.HTML(whatif_html(None, -1), elem_id="whatif-note")
     with gr.Row():
         speed, speedup = gr.Plot(label="speed", elem_id="speed"), gr.Plot(label="speedup", elem_id="speedup")
     with gr.Row():

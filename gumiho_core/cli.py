@@ -13,7 +13,7 @@ import json
 import logging
 import sys
 
-from .config import AR, METHODS, TREE_FIELDS, DecodeConfig, TreeConfig
+from .config import AR, METHODS, POOLS, TREE_FIELDS, DecodeConfig, TreeConfig
 from .engine import generate, start
 from .errors import GumihoError
 from .models import load_drafter, load_target
@@ -45,11 +45,13 @@ def tree_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--pruning", type=int, help=f"MLP beam width (paper: {d.pruning})")
     g.add_argument("--total-tokens", type=int, help=f"nodes verified per step, root included (paper: {d.total_tokens})")
     g.add_argument("--depth", type=int, help=f"deepest draft level (paper: {d.depth})")
+    g.add_argument("--pool", choices=POOLS, help=f"which serial-level candidates may enter a gumiho tree (default "
+                                                 f"{d.pool}: the authors' rule; all: EAGLE-2's)")
 
 
 def explicit_tree(args) -> TreeConfig | None:
     """The tree the shape flags ask for (paper values for unset ones), or None when no flag was given."""
-    given = {f: getattr(args, f) for f in TREE_FIELDS if getattr(args, f) is not None}
+    given = {f: getattr(args, f, None) for f in (*TREE_FIELDS, "pool") if getattr(args, f, None) is not None}
     return TreeConfig(**given) if given else None
 
 

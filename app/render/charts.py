@@ -89,7 +89,7 @@ def depth_figure(run: Run, upto: int) -> go.Figure:
                   "right, given the path got there")
     depths = list(range(1, MAX_DEPTH + 1))
     # the axes are fixed, so an empty chart already shows what will come (plotly's default is -1..6)
-    fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
+    fig.update_yaxes(range=[0, 1.2], tickformat=".0%", tickvals=[0, 0.25, 0.5, 0.75, 1])
     fig.update_xaxes(range=[0.5, MAX_DEPTH + 0.5], tickvals=depths)
     drafting = [lane for lane in lanes(run, upto) if lane.method != AR and any(r.tree for r in lane.records)]
     if not drafting:
@@ -103,9 +103,10 @@ def depth_figure(run: Run, upto: int) -> go.Figure:
         reached, accepted = acceptance.reached[1:], acceptance.accepted[1:]
         heads = _head_by_depth(lane.records)
         fig.add_bar(x=depths, y=[a / r if r else 0 for a, r in zip(accepted, reached)], name=lane.method,
-                    marker=dict(color=METHOD_COLOUR[lane.method]), text=[look(heads[d]).tag if d in heads else ""
-                                                                         for d in depths],
-                    textposition="inside", insidetextanchor="end", customdata=list(zip(accepted, reached)),
+                    marker=dict(color=METHOD_COLOUR[lane.method]),
+                    text=[f"{look(heads[d]).tag}<br>{a / r:.0%}" if d in heads and r else ""
+                          for d, a, r in zip(depths, accepted, reached)],
+                    textposition="outside", cliponaxis=False, customdata=list(zip(accepted, reached)),
                     hovertemplate=f"{lane.method}, depth %{{x}}: right in %{{customdata[0]}} of %{{customdata[1]}} "
                                   "steps<extra></extra>")
     fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)

@@ -23,10 +23,10 @@ def timing_figure(run: Run, upto: int) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=dict(text=f"Time per step, {'plain decoding' if method == AR else method} (measured)",
                                  font=dict(size=15)), template="plotly_white",
-                      font=dict(size=14, family="system-ui, sans-serif"), height=330, barmode="stack", bargap=0.15,
-                      margin=dict(l=60, r=16, t=48, b=48), xaxis_title="step (the prefill is not shown)",
-                      yaxis_title="milliseconds", legend=dict(orientation="h", yanchor="top", y=-0.2, x=0,
-                                                              font=dict(size=12)))
+                      font=dict(size=14, family="system-ui, sans-serif"), height=360, barmode="stack", bargap=0.15,
+                      margin=dict(l=64, r=16, t=48, b=52), xaxis_title="step (the prefill is not shown)",
+                      yaxis_title="milliseconds", legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left",
+                                                              x=1.01, font=dict(size=13), traceorder="reversed"))
     by_key: dict[str, list[float]] = {}
     for i, rec in enumerate(steps):
         for part in parts(rec):
@@ -38,8 +38,8 @@ def timing_figure(run: Run, upto: int) -> go.Figure:
     plain = _plain_step_ms(run, upto)
     if plain is not None:
         fig.add_hline(y=plain, line=dict(color="#111111", dash="dot", width=2),
-                      annotation_text=f"one plain step: {plain:.0f} ms", annotation_position="top left",
-                      annotation_font=dict(size=13))
+                      annotation_text=f"one plain step: {plain:.0f} ms", annotation_position="top right",
+                      annotation_font=dict(size=13), annotation_bgcolor="rgba(255,255,255,0.85)")
     fig.update_xaxes(range=[0.4, max(len(steps), 1) + 0.6], dtick=1 if len(steps) <= 20 else None)
     if not steps:
         fig.add_annotation(text="no decoding step yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",

@@ -71,31 +71,38 @@ def _empty(fig: go.Figure, why: str) -> go.Figure:
 
 
 def whatif_figure(run: Run, upto: int) -> go.Figure:
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=("predicted tokens per step", "predicted speedup over plain decoding"))
-    fig.update_layout(title=dict(text="What-if: other tree sizes, other hardware (prediction)", font=dict(size=15)),
-                      template="plotly_white", font=dict(size=14, family="system-ui, sans-serif"), height=460,
-                      margin=dict(l=60, r=16, t=70, b=48), legend=dict(orientation="h", yanchor="top", y=-0.14, x=0,
-                                                                       font=dict(size=12)))
-    fig.update_annotations(font=dict(size=13))
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=("tokens per step (bonus included)", "speedup over plain decoding"))
+    fig.update_layout(title=dict(text="What-if: other tree sizes, other hardware — a PREDICTION from this run",
+                                 font=dict(size=15)), template="plotly_white",
+                      font=dict(size=14, family="system-ui, sans-serif"), height=400,
+                      margin=dict(l=60, r=16, t=78, b=52), legend=dict(orientation="h", yanchor="top", y=-0.18, x=0,
+                                                                       font=dict(size=13)))
+    fig.update_annotations(font=dict(size=14))
     p = predict(run, upto) if upto >= 1 else None
     if p is None:
         why = "no decoding step yet" if upto < 1 or run.settings.method != AR else "needs a drafting lane"
         return _empty(fig, why)
     colour, sizes = METHOD_COLOUR[p.lane.method], list(p.result.sizes)
-    fig.add_scatter(x=sizes, y=list(p.result.tokens_per_step), mode="lines", name=f"{p.lane.method}: predicted",
-                    line=dict(color=colour, width=3), row=1, col=1)
-    fig.add_scatter(x=[p.nodes], y=[p.tokens_per_step], mode="markers", name="measured in this run",
-                    marker=dict(symbol="star", size=16, color="#111111"), row=1, col=1)
-    for curve, dash, c in ((p.device, "solid", colour), (flat_curve(), "dash", FLAT_COLOUR)):
-        fig.add_scatter(x=sizes, y=list(p.result.speedup[curve.name]), mode="lines", name=curve.name,
-                        line=dict(color=c, width=3, dash=dash), row=2, col=1)
+    fig.add_scatter(x=sizes, y=list(p.result.tokens_per_step), mode="lines+markers", line=dict(color=colour, width=3),
+                    name=f"{p.lane.method}, predicted from this run's verdicts", row=1, col=1)
+    for curve, dash, c, what in ((p.device, "solid", colour, "this device's measured verify cost"),
+                                 (flat_curve(), "dash", FLAT_COLOUR, "flat verify cost, n ≤ 64 (GPU-like)")):
+        fig.add_scatter(x=sizes, y=list(p.result.speedup[curve.name]), mode="lines", name=f"speedup with {what}",
+                        line=dict(color=c, width=3, dash=dash), row=1, col=2)
+    star = dict(symbol="star", size=17, color="#111111")
+    fig.add_scatter(x=[p.nodes], y=[p.tokens_per_step], mode="markers+text", text=[f"{p.tokens_per_step:.2f}"],
+                    textposition="top center", name=f"measured in this run ({p.nodes} nodes)", marker=star,
+                    row=1, col=1)
     fig.add_scatter(x=[p.nodes], y=[p.speedup], mode="markers+text", text=[f"measured {p.speedup:.2f}×"],
-                    textposition="bottom right", marker=dict(symbol="star", size=16, color="#111111"),
-                    showlegend=False, row=2, col=1)
-    fig.add_hline(y=1.0, line=dict(color="#7a7a7a", dash="dot"), row=2, col=1)
-    fig.update_xaxes(title_text="tree size: nodes verified per step", row=2, col=1)
-    fig.update_xaxes(range=[1.5, max(sizes) + 0.5])
+                    textposition="top left" if p.speedup >= 1 else "bottom left", marker=star, showlegend=False,
+                    row=1, col=2)
+    fig.add_hline(y=1.0, line=dict(color="#7a7a7a", dash="dot"), annotation_text="plain decoding",
+                  annotation_position="bottom right", row=1, col=2)
+    fig.update_xaxes(title_text="tree size: nodes verified per step", range=[1.5, max(sizes) + 0.5])
+    top = max(max(v) for v in p.result.speedup.values())
+    fig.update_yaxes(range=[0, max(top, p.speedup, 1.0) * 1.2], row=1, col=2)
+    fig.update_yaxes(range=[1, max(max(p.result.tokens_per_step), p.tokens_per_step) * 1.15], row=1, col=1)
     return fig
 
 
