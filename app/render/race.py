@@ -58,11 +58,12 @@ def _finish_lines(fig: go.Figure, shown: list[Lane]) -> None:
 def race_figure(run: Run, upto: int) -> go.Figure:
     shown = lanes(run, upto)
     fig = go.Figure()
-    fig.update_layout(title=dict(text="Race on this machine: the same prompt, steps interleaved", font=dict(size=16)),
+    title = "Race on this machine: the same prompt, steps interleaved (compute seconds, animation excluded)"
+    fig.update_layout(title=dict(text=title, font=dict(size=16)),
                       template="plotly_white", font=dict(size=14, family="system-ui, sans-serif"), height=330,
                       margin=dict(l=150, r=20, t=46, b=40), barmode="overlay", bargap=0.3,
-                      uniformtext=dict(minsize=10, mode="hide"), xaxis_title="compute seconds (animation excluded)",
-                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=12)))
+                      uniformtext=dict(minsize=10, mode="hide"),
+                      legend=dict(orientation="h", yanchor="top", y=-0.14, x=0, font=dict(size=12)))
     bars = _bars(shown)
     for key in part_order(bars):
         lk = PLAIN_STEP if key == "plain" else part_look(key)
@@ -73,7 +74,7 @@ def race_figure(run: Run, upto: int) -> go.Figure:
                     hovertext=b["hover"], hoverinfo="text", cliponaxis=False)
     _finish_lines(fig, shown)
     end = max([lane.end for lane in shown] + [0.1])
-    fig.update_xaxes(range=[0, end * 1.1])
+    fig.update_xaxes(range=[0, end * 1.1], ticksuffix=" s")
     fig.update_yaxes(tickvals=list(range(len(shown))), ticktext=[_label(lane) for lane in reversed(shown)],
                      range=[-0.6, max(len(shown), 1) - 0.4], showgrid=False)
     if not shown:
@@ -100,7 +101,8 @@ def _same_words(run: Run, shown: list[Lane]) -> str:
     same = len({lane.token_ids[:n] for lane in shown}) == 1
     names = ", ".join(LANE_NAMES[lane.method] for lane in shown)
     if same:
-        return f'<span class="ok">✓ Identical output</span>: {names} wrote the same {n} tokens so far (temperature 0).'
+        return (f'<span class="ok">✓ Identical output</span>: {names} wrote the same {n} tokens so far '
+                "(temperature 0).")
     return f'<span class="bad">✗ The outputs differ</span> ({names}): please report this.'
 
 

@@ -85,7 +85,8 @@ def sampling_html(record: StepRecord | None, stage: str, pieces: Mapping[int, st
     if record is None or record.tree is None or record.verdict is None or stage not in (VERIFIED, COMMITTED):
         rule = ("a drafted token is accepted when it is the target's top choice" if greedy else "each drafted token "
                 "is accepted with probability p(x) / (what is left of p), drawn at random")
-        return f'<style>{CSS}</style><div class="gm-check">The target\'s check appears here after verification: {rule}.</div>'
+        return (f'<style>{CSS}</style><div class="gm-check">The target\'s check appears here after verification: '
+                f"{rule}.</div>")
     if not greedy and record.verdict.sampling is None:
         return (f'<style>{CSS}</style><div class="gm-check">This step was sampled; its draws are not kept in run '
                 f'files.</div>')

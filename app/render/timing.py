@@ -37,9 +37,9 @@ def timing_figure(run: Run, upto: int) -> go.Figure:
                     hovertemplate=f"step %{{x}}: {lk.tag} %{{y:.1f}} ms<extra></extra>")
     plain = _plain_step_ms(run, upto)
     if plain is not None:
-        fig.add_hline(y=plain, line=dict(color="#111111", dash="dot", width=2),
-                      annotation_text=f"one plain step: {plain:.0f} ms", annotation_position="top right",
-                      annotation_font=dict(size=13), annotation_bgcolor="rgba(255,255,255,0.85)")
+        fig.add_scatter(x=[0.4, len(steps) + 0.6], y=[plain, plain], mode="lines",
+                        name=f"one plain step: {plain:.0f} ms", line=dict(color="#111111", dash="dot", width=2),
+                        hoverinfo="skip")
     fig.update_xaxes(range=[0.4, max(len(steps), 1) + 0.6], dtick=1 if len(steps) <= 20 else None)
     if not steps:
         fig.add_annotation(text="no decoding step yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",

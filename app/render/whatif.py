@@ -98,8 +98,9 @@ def whatif_figure(run: Run, upto: int) -> go.Figure:
                     textposition="top left" if p.speedup >= 1 else "bottom left", marker=star, showlegend=False,
                     row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="#7a7a7a", dash="dot"), annotation_text="plain decoding",
-                  annotation_position="bottom right", row=1, col=2)
-    fig.update_xaxes(title_text="tree size: nodes verified per step", range=[1.5, max(sizes) + 0.5])
+                  annotation_position="bottom left", row=1, col=2)
+    fig.update_xaxes(title_text="tree size: nodes verified per step", range=[1.5, max(sizes) + 0.5],
+                     dtick=1 if max(sizes) <= 16 else None)
     top = max(max(v) for v in p.result.speedup.values())
     fig.update_yaxes(range=[0, max(top, p.speedup, 1.0) * 1.2], row=1, col=2)
     fig.update_yaxes(range=[1, max(max(p.result.tokens_per_step), p.tokens_per_step) * 1.15], row=1, col=1)
