@@ -296,3 +296,6 @@ def test_the_generate_endpoint_returns_the_clis_values(app_url, cli):
     for key in ("token_ids", "text", "steps", "new_tokens", "mean_accept_len"):
         assert result[key] == cli[key], key
     assert result["tree_source"] == "the authors' tree"
+    default = Client(app_url, verbose=False).predict(PROMPT, api_name="/generate")  # every default: gumiho, auto
+    assert default["tree"]["mode"] == "gumiho" and default["tree"]["depth"] >= 3  # MLP heads in the tree
+    assert default["token_ids"][:TOKENS] == cli["token_ids"]  # lossless whatever the tree

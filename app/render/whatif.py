@@ -75,8 +75,8 @@ def whatif_figure(run: Run, upto: int) -> go.Figure:
                         subplot_titles=("tokens per step (bonus included)", "speedup over plain decoding"))
     fig.update_layout(title=dict(text="What-if: other tree sizes, other hardware — a PREDICTION from this run",
                                  font=dict(size=15)), template="plotly_white",
-                      font=dict(size=14, family="system-ui, sans-serif"), height=400,
-                      margin=dict(l=60, r=16, t=78, b=52), legend=dict(orientation="h", yanchor="top", y=-0.18, x=0,
+                      font=dict(size=14, family="system-ui, sans-serif"), height=430,
+                      margin=dict(l=60, r=16, t=78, b=96), legend=dict(orientation="h", yanchor="top", y=-0.3, x=0,
                                                                        font=dict(size=13)))
     fig.update_annotations(font=dict(size=14))
     p = predict(run, upto) if upto >= 1 else None

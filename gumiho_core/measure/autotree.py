@@ -34,7 +34,7 @@ from .candidates import ALL, ranked
 from .costs import BEAM, NODES_GRID, TOP_K_GRID, measure
 
 log = logging.getLogger(__name__)
-VERSION = 3  # 3: the MLP rule, both pools, interleaved robust timings
+VERSION = 4  # 3: the MLP rule, both pools, interleaved robust timings; 4: deep_share kept for every mode
 REMEASURE_GAP = 0.25  # a run's step cost this far (relative) from the prediction makes the measurement stale
 MIN_STEPS_TO_JUDGE = 8  # fewer decoding steps say too little about a step's cost to doubt a measurement
 # pool "all" drafts a superset of Gumiho's own pool: both pools' candidates can be read off it
