@@ -37,7 +37,8 @@ def _next_stages(user: UserState, backend: Backend | None):
     if user.cursor + 1 >= len(run.records):
         if backend is None or not user.can_compute:
             return None
-        advance(backend, run, user.live)
+        if advance(backend, run, user.live, halt=lambda: user.pause) is None:
+            return None  # Pause or Stop came first, or the race's other lanes only ran to their ends
     user.cursor += 1
     return stages(run.records[user.cursor])
 

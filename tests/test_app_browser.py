@@ -248,8 +248,7 @@ def test_animation_stop_pause_steps_replay_export_and_load(page, tmp_path):
     page.click("#run")
     page.wait_for_selector("#tree svg")
     page.click("#stop")
-    # the step in progress ends first, and a step also steps the race's other lanes (3 prefills at the start)
-    expect(page.locator("#status")).to_contain_text("Stopped: showing step", timeout=30_000)
+    expect(page.locator("#status")).to_contain_text("Stopped: showing step")
     expect(page.locator("#run")).to_be_enabled()
     open_advanced(page)
     choose_preset(page, "paper")  # 64 nodes: taller than the panel

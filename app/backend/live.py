@@ -22,7 +22,9 @@ class Live:
 
     @property
     def can_compute(self) -> bool:
-        return self.session is not None and not self.session.done
+        """Some lane can still take a step: this run's, or (Pause or Stop cut its last turn short) another lane's."""
+        lanes = [self.session, self.baseline, *self.rivals.values()]
+        return self.session is not None and any(lane is not None and not lane.done for lane in lanes)
 
     def release(self) -> None:
         """Drop the decoders (and with them their caches); the recorded run stays."""

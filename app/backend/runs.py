@@ -81,10 +81,21 @@ def _step(backend: Backend, session):
         return session.step()
 
 
-def _catch_up(backend: Backend, session, tokens: int | None, record) -> None:
-    """Step `session` until it has `tokens` tokens (None: to its end), passing each record to record()."""
-    while session is not None and not session.done and (tokens is None or len(session.generated) < tokens):
-        record(_step(backend, session))
+def _never() -> bool:
+    return False
+
+
+def _catch_up(backend: Backend, run: Run, live: Live, session, halt) -> bool:
+    """The race's other lanes take their lane-steps, one at a time, until each has as many tokens as this run's
+    `session` (to its own end once it is done). halt() is asked before each lane-step; False: it stopped them."""
+    until = None if session.done else len(session.generated)
+    others = [(rival, run.rivals[m].append) for m, rival in live.rivals.items()] + [(live.baseline, run.add_baseline)]
+    for lane, record in others:
+        while lane is not None and not lane.done and (until is None or len(lane.generated) < until):
+            if halt():
+                return False
+            record(_step(backend, lane))
+    return True
 
 
 def _learn_pieces(run: Run, tokenizer, record) -> None:
@@ -98,20 +109,31 @@ def _learn_pieces(run: Run, tokenizer, record) -> None:
     run.pieces.update(zip(new, token_pieces(tokenizer, new)))
 
 
-def advance(backend: Backend, run: Run, live: Live):
-    """One step of the run, then each rival and plain decoding until they have as many tokens (interleaved, so
-    all see the same machine load); once the run is done, each of them to its own end. Returns the step's record."""
-    session = live.session
-    backend.live.keep(live)  # recently used: the last to be evicted
+def _own_step(backend: Backend, run: Run, live: Live, session):
     record = _step(backend, session)
     run.add(record)
     _learn_pieces(run, live.tokenizer, record)
     run.text = decode_tokens(live.tokenizer, run.token_ids)
-    until = None if session.done else record.total_new_tokens
-    for method, rival in live.rivals.items():
-        _catch_up(backend, rival, until, run.rivals[method].append)
-    _catch_up(backend, live.baseline, until, run.add_baseline)
-    if session.done:
+    return record
+
+
+def advance(backend: Backend, run: Run, live: Live, halt=_never):
+    """The run's next turn: the race's other lanes finish the last turn (where Pause or Stop cut it short), then
+    this run takes one step and each rival and plain decoding catch up with it (interleaved, so all see the same
+    machine load); once the run is done, each of them goes on to its own end.
+
+    halt() is asked before every lane-step: when it answers True the turn stops there and goes on at the next call,
+    so the race's extra lanes delay the visitor's Pause and Stop by one lane-step at most. Returns this run's new
+    step, or None when the turn took none (halted first, or only the other lanes were left)."""
+    backend.live.keep(live)  # recently used: the last to be evicted
+    session, record = live.session, None
+    if session is None:  # released meanwhile (Stop)
+        return None
+    caught_up = _catch_up(backend, run, live, session, halt)
+    if caught_up and not session.done and not halt():
+        record = _own_step(backend, run, live, session)
+        caught_up = _catch_up(backend, run, live, session, halt)
+    if caught_up and session.done:
         live.release()
         note = backend.auto.judge(run, backend.loader.loaded)
         if note:

@@ -36,6 +36,8 @@ def describe(user: UserState) -> str:
     if run is None:
         return "Type a prompt and press <b>Run</b>."
     where = f"step {user.cursor} of {len(run.records) - 1}"
+    if user.can_compute and run.finished:
+        return f"Paused at {where}: the race's other lanes have not finished yet; <b>Resume</b> lets them finish."
     if user.can_compute:
         return f"Paused at {where}. <b>Next</b> shows one more step, <b>Resume</b> goes on, <b>Prev</b> goes back."
     browse = "<b>Prev</b>/<b>Next</b> step through it, <b>Replay</b> animates it again, <b>Export</b> saves it."
