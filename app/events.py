@@ -38,8 +38,6 @@ def _wire_run(view: View, backend: Backend, form: Form, news: News) -> None:
                                    api_visibility="private", **ANIMATE)
     replay_evt = view.replay_btn.click(partial(on.on_replay, view), [view.state, form.delay, form.fast],
                                        view.outputs, concurrency_id="replay", **HIDDEN)
-    # Cancelling waits for the animation's step in progress; this tells it at once to stop after its lane-step
-    view.stop_btn.click(on.on_pause, view.state, view.pause_btn, **FREE)
     view.stop_btn.click(partial(on.on_stop, view), view.state, view.outputs, cancels=[run_evt, resume_evt, next_evt,
                         replay_evt], api_name="stop", api_visibility="undocumented", concurrency_limit=None, **QUIET)
     for evt in (run_evt, resume_evt, next_evt):  # a run's end may start a measurement: follow its news

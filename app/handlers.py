@@ -27,7 +27,7 @@ def on_run(view: View, backend: Backend, compute, user: UserState, form: Form):
         settings = parse_settings(form, backend.device)
     except GumihoError as e:
         raise gr.Error(public_message(e)) from None
-    user.delay, user.fast, user.busy = float(form.delay), bool(form.fast), True
+    user.delay, user.fast, user.busy, user.stop = float(form.delay), bool(form.fast), True, False
     loading = "Loading the model (first run only)…" if not backend.ready else "Starting…"
     if backend.whole_runs:
         loading = "Computing the whole run on the GPU, then showing it step by step…"
@@ -40,6 +40,9 @@ def on_run(view: View, backend: Backend, compute, user: UserState, form: Form):
         yield picture(view, user, describe(user), charts=False)
         raise gr.Error(message) from None
     user.reset(run, live)
+    if user.stop:  # Stop came while the run was starting: it ends before its first step
+        yield on_stop(view, user)
+        return
     if backend.whole_runs:
         yield from play(view, user, None, verb="Showing the computed steps of")
     else:
@@ -52,13 +55,15 @@ def on_pause(user: UserState):
 
 
 def on_stop(view: View, user: UserState):
-    """Ends the run where it is (the running animation is cancelled by the event itself) and frees its caches."""
-    user.pause, user.busy = True, False
+    """Ends the run where it is and frees its caches. It acts at once: the animation, whose cancelling waits for
+    its step in progress, stops after its lane-step in progress (it reads the flags) and shows the same."""
+    user.pause, user.stop, user.busy = True, True, False
     if user.live is not None:
         user.live.release()
         user.live = None
+    fresh = user.stage == COMMITTED  # the charts on screen are this step's
     user.stage = COMMITTED  # a step cut short is shown whole
-    return picture(view, user, describe(user))
+    return picture(view, user, describe(user), charts=not fresh)
 
 
 def on_prev(view: View, user: UserState):

@@ -77,7 +77,8 @@ class UserState:
     stage: str = COMMITTED  # how far into that step's animation the screen is
     delay: float = 0.5  # seconds per animation picture
     fast: bool = False  # one picture per step, no pauses
-    pause: bool = False  # set by Pause, read by the animation between pictures
+    pause: bool = False  # set by Pause (and Stop), read by the animation between pictures and lane-steps
+    stop: bool = False  # set by Stop, which also reaches a run still starting (on_run reads it after the start)
     busy: bool = False  # an animation is running for this visitor
     export_path: str | None = None
     export_key: tuple = ()

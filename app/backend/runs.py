@@ -125,10 +125,10 @@ def advance(backend: Backend, run: Run, live: Live, halt=_never):
     halt() is asked before every lane-step: when it answers True the turn stops there and goes on at the next call,
     so the race's extra lanes delay the visitor's Pause and Stop by one lane-step at most. Returns this run's new
     step, or None when the turn took none (halted first, or only the other lanes were left)."""
-    backend.live.keep(live)  # recently used: the last to be evicted
     session, record = live.session, None
     if session is None:  # released meanwhile (Stop)
         return None
+    backend.live.keep(live)  # recently used: the last to be evicted
     caught_up = _catch_up(backend, run, live, session, halt)
     if caught_up and not session.done and not halt():
         record = _own_step(backend, run, live, session)

@@ -35,6 +35,8 @@ def describe(user: UserState) -> str:
     run = user.run
     if run is None:
         return "Type a prompt and press <b>Run</b>."
+    if not run.records and not user.can_compute:
+        return "Stopped before the first step. Press <b>Run</b> to start again."
     where = f"step {user.cursor} of {len(run.records) - 1}"
     if user.can_compute and run.finished:
         return f"Paused at {where}: the race's other lanes have not finished yet; <b>Resume</b> lets them finish."
