@@ -64,7 +64,7 @@ def _advanced(backend: Backend) -> dict:
 def _form(backend: Backend) -> tuple[Form, gr.Markdown, gr.Button]:
     """The left column: prompt, method, lengths, the advanced fold, the animation's speed. Returns the Run
     form's components, the note on what auto means and the button that measures this device again."""
-    prompt = gr.Textbox(label="Prompt", lines=3, placeholder="Ask the model something…", elem_id="prompt")
+    prompt = gr.Textbox(EXAMPLES[0], label="Prompt", lines=3, placeholder="Ask the model something…", elem_id="prompt")
     gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="Example prompts")
     method = gr.Radio(METHOD_CHOICES, value="gumiho", label="Method", elem_id="method")
     max_new = gr.Slider(1, 512, value=64, step=1, label="Max new tokens", elem_id="max-new-tokens")
