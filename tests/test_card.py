@@ -12,7 +12,7 @@ def _eval(tau_g, tau_s):
 
 def _point(fraction, tokens, tau):
     top1 = {h: 0.5 for h in card.HEADS}
-    return {"fraction": fraction, "answer_tokens": tokens, "val_top1": top1, **_eval(tau, tau - 0.1),
+    return {"fraction": fraction, "answer_tokens": tokens, "epochs": 2, "val_top1": top1, **_eval(tau, tau - 0.1),
             "eval_prompts": 16}
 
 
@@ -39,7 +39,7 @@ def test_card_names_the_objective_comparison_share_and_both_taus():
                                   [_point(0.5, 1000, 2.0), _point(1, 10000, 2.5)]))
     assert "the same 0.125 share of the prompts, 2 epochs each" in text
     assert "| paper | 0.300 | 0.300 | 0.300 | 0.300 | 0.300 | 0.300 | 2.10 | 1.90 |" in text
-    assert "reaches 3.5 at about 1,000,000 answer tokens" in text
+    assert "reaches 3.5 at about 1,000,000 answer tokens" in text and "trained for 2 epochs" in text
     assert "| gumiho | 2.50 | 0.80 | 0.60 | - |" in text  # depths never reached show as '-'
 
 

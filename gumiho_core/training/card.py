@@ -199,6 +199,11 @@ def _scaling(f: Facts) -> list[str]:
     guess = (f"A straight line through tau against log(tokens) reaches {TAU_GOAL} at about {need:,.0f} answer "
              "tokens: an extrapolation, not a measurement." if need else
              f"Tau does not rise with data here, so no amount is predicted to reach {TAU_GOAL}.")
-    return ["## What more data brings", "", "![data scaling](scaling.png)", "",
+    epochs = sorted({p["epochs"] for p in f.scaling})
+    how = (f"Each share was trained for {epochs[0]} epochs, so a smaller share also had fewer optimizer steps: the "
+           "curve measures data and steps together, at this recipe. Held-out prompts: "
+           f"{f.scaling[0]['eval_prompts']} of `prompts/heldout.jsonl`, 128 new tokens each, T=0."
+           if len(epochs) == 1 else "The shares were trained for differing numbers of epochs.")
+    return ["## What more data brings", "", "![data scaling](scaling.png)", "", how, "",
             "| share of prompts | answer tokens | serial top-1 | mlp1 top-1 | gumiho tau | serial tau |",
             "|---|---|---|---|---|---|", *rows, "", guess, ""]
