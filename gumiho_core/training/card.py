@@ -135,8 +135,9 @@ def _training(f: Facts) -> list[str]:
     top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS if f"val_{h}_top1" in last)
     return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
             f"parallel MLP heads). Objective `{cfg['objective']}` (see below). {last['epoch']} epochs, "
-            f"{last['step']} optimizer steps of about {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} (warm-up "
-            f"{cfg['warmup_steps']} steps, linear decay), grad clip {cfg['grad_clip']}, {cfg['precision']} matmuls on "
+            f"{last['step']} optimizer steps of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
+            f"(warm-up: {cfg['warmup_steps']} steps or a tenth of the run if fewer; linear decay), grad clip "
+            f"{cfg['grad_clip']}, {cfg['precision']} matmuls on "
             f"{f.device}; {hours:.2f} hours of training. Draft vocabulary: {f.draft_vocab} tokens, the most frequent "
             f"of the training data up to {cfg['draft_vocab']} (the target still verifies over all {f.vocab}). "
             "Weights stored in fp16.", "", "![loss curve](loss.png)", "",
