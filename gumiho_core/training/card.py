@@ -88,18 +88,18 @@ class Facts:
         meta = json.loads((run_dir(args) / "drafter" / "config.json").read_text())
         return cls(target.name, target.vocab_size, device_name(target.device).split(", ")[0], args.recipe,
                    meta["train_config"], history, draft_vocab or target.vocab_size, corpus_stats(args),
-                   _json_or_none(run_dir(args) / "evaluation.json"), _json_or_none(workdir_for(args) / "scaling.json"),
+                   read_json(run_dir(args) / "evaluation.json"), read_json(workdir_for(args) / "scaling.json"),
                    {r.name[4:]: _objective_result(r) for r in sorted(workdir_for(args).glob("cmp-*"))})
 
 
-def _json_or_none(path: Path):
+def read_json(path: Path):
     return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _objective_result(run: Path) -> dict:
-    hist = _json_or_none(run / "history.json") or [{}]
-    return {"last": hist[-1], "evaluation": _json_or_none(run / "evaluation.json"),
-            "data": _json_or_none(run / "data.json") or {}}
+    hist = read_json(run / "history.json") or [{}]
+    return {"last": hist[-1], "evaluation": read_json(run / "evaluation.json"),
+            "data": read_json(run / "data.json") or {}}
 
 
 def corpus_stats(args) -> dict:

@@ -26,26 +26,25 @@ log = logging.getLogger(__name__)
 SCALING = "scaling.json"
 
 
-def training_sequences(args, target, fraction: float | None = None):
+def training_sequences(args, target, fraction: float):
     """Your own conversations' features if --conversations, else the corpus (a share of its prompts)."""
     if args.conversations:
         return load_features(workdir_for(args) / "features-own", target.config.hidden_size)
-    return load_corpus(corpus_dir_for(args), features_dir_for(args), target.config.hidden_size,
-                       args.data_fraction if fraction is None else fraction)
+    return load_corpus(corpus_dir_for(args), features_dir_for(args), target.config.hidden_size, fraction)
 
 
 def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
     cfg = TrainConfig(epochs=args.epochs, lr=args.lr, tokens_per_step=args.tokens_per_step,
                       draft_vocab=args.draft_vocab, seed=args.seed, precision=args.precision, objective=args.objective)
-    trainer = Trainer(target, training_sequences(args, target, fraction), cfg, run_dir(args, run))
-    share = args.data_fraction if fraction is None else fraction
-    (run_dir(args, run) / "data.json").parent.mkdir(parents=True, exist_ok=True)
-    (run_dir(args, run) / "data.json").write_text(json.dumps(
+    share, folder = args.data_fraction if fraction is None else fraction, run_dir(args, run)
+    trainer = Trainer(target, training_sequences(args, target, share), cfg, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "data.json").write_text(json.dumps(
         {"fraction": share, "conversations": len(trainer.train_seqs), "answer_tokens": card.answer_tokens(trainer)}))
     log.info("%s: %d training / %d held-out conversations, %d steps per epoch", run, len(trainer.train_seqs),
              len(trainer.val_seqs), trainer.steps_per_epoch)
     trainer.run()
-    plot_history(trainer.history, run_dir(args, run) / "loss.png")
+    plot_history(trainer.history, folder / "loss.png")
     return trainer
 
 
@@ -98,12 +97,11 @@ def cmd_scaling(args, models) -> None:
     for fraction in sorted(float(f) for f in args.fractions.split(",")):
         run = args.run if fraction == 1 else f"scale-{fraction:g}"
         folder = run_dir(args, run)
-        history = json.loads((folder / "history.json").read_text()) if (folder / "history.json").is_file() else []
+        history = card.read_json(folder / "history.json") or []
         if not history or history[-1]["epoch"] < args.epochs:  # a finished run is read back, not loaded again
             history = train_run(args, target, run, fraction).history
-        done = folder / "evaluation.json"
-        report = json.loads(done.read_text()) if done.is_file() else evaluate_run(args, target, run)
-        points.append(card.scaling_point(fraction, json.loads((folder / "data.json").read_text()), history, report))
+        report = card.read_json(folder / "evaluation.json") or evaluate_run(args, target, run)
+        points.append(card.scaling_point(fraction, card.read_json(folder / "data.json"), history, report))
         (workdir_for(args) / SCALING).write_text(json.dumps(points, indent=1))
     card.plot_scaling(points, workdir_for(args) / "scaling.png")
     log.info("scaling curve in %s", workdir_for(args) / "scaling.png")
