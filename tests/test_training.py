@@ -153,8 +153,29 @@ def test_split_holds_out_every_answer_of_a_prompt_together(features):
 
     seqs = [replace(s, group=f"p{i % 48}") for i, s in enumerate(features)]  # two answers per prompt
     train, val = split(seqs, 0.25, seed=0)
-    assert len(features) == 96 and len(val) == 24 and len(train) == 72
+    assert len(features) == 96 and len(train) + len(val) == 96 and 6 <= len(val) // 2 <= 20
     assert not {s.group for s in train} & {s.group for s in val}
+    assert all(sum(s.group == g for s in val) == 2 for g in {s.group for s in val})
+    # answers to new prompts added later never move an old prompt from one side to the other
+    more = seqs + [replace(s, group=f"new{i}") for i, s in enumerate(features)]
+    train2, val2 = split(more, 0.25, seed=0)
+    assert {s.group for s in val2 if not s.group.startswith("new")} == {s.group for s in val}
+    assert split(seqs, 0.25, seed=1)[1] != val  # the seed picks another held-out set
+
+
+def test_learning_rate_decays_to_zero_by_the_last_step(target, features, tmp_path):
+    from gumiho_core.training.trainer import lr_at
+
+    # micro-batches as large as a step: padding leaves fewer real tokens, so most steps take two of them
+    cfg = TrainConfig(epochs=2, tokens_per_step=512, micro_tokens=512, warmup_steps=2, draft_vocab=0,
+                      precision="fp32")
+    trainer = Trainer(target, features, cfg, tmp_path / "run")
+    rates = []
+    step = trainer._optimizer_step
+    trainer._optimizer_step = lambda: (rates.append(lr_at(trainer.step, trainer.total_steps, cfg)), step())
+    trainer.run()
+    assert trainer.step == trainer.total_steps == len(rates)
+    assert rates[-1] <= 2 * cfg.lr / len(rates) and max(rates) == pytest.approx(cfg.lr)  # the last of a linear ramp
 
 
 def test_evaluation_subset_spreads_over_the_categories():

@@ -9,6 +9,7 @@ or {"prompt", "answer"}.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -139,13 +140,18 @@ def load_features(folder: str | Path, target_hidden: int | None = None) -> list[
 
 
 def split(seqs: list[Sequence], holdout: float, seed: int) -> tuple[list, list]:
-    """(train, held-out): a random `holdout` share of the groups is held out, every answer of a prompt together
-    (else a prompt's greedy answer would be learned and its sampled answer 'held out')."""
-    groups = sorted({s.group or str(i) for i, s in enumerate(seqs)})
-    random.Random(seed).shuffle(groups)
-    n_val = max(1, int(len(groups) * holdout)) if holdout > 0 else 0
-    val = set(groups[:n_val])
-    held = [(s.group or str(i)) in val for i, s in enumerate(seqs)]
+    """(train, held-out): a `holdout` share of the groups is held out, every answer of a prompt together (else a
+    prompt's greedy answer would be learned and its sampled answer 'held out'). A group's side depends on its own
+    name only (a hash), so answers added to the corpus later never move an old group between the sides."""
+    def draw(group: str) -> float:
+        digest = hashlib.sha256(f"{seed}:{group}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2 ** 64
+
+    names = [s.group or str(i) for i, s in enumerate(seqs)]
+    val = {g for g in names if draw(g) < holdout}
+    if holdout > 0 and not val:  # a tiny corpus still validates on something
+        val = {min(names, key=draw)}
+    held = [g in val for g in names]
     return [s for s, h in zip(seqs, held) if not h], [s for s, h in zip(seqs, held) if h]
 
 

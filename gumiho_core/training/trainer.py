@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import time
 from collections import Counter
@@ -114,6 +113,17 @@ def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
     return cfg.lr * max(0.0, (total - step) / max(1, total - warm))
 
 
+def optimizer_steps(batches: list[list[Sequence]], tokens_per_step: int) -> int:
+    """How many optimizer steps an epoch over `batches` makes: gradients of whole micro-batches accumulate until
+    they hold tokens_per_step tokens (so a step usually takes more than tokens_per_step / micro_tokens of them)."""
+    steps, acc = 0, 0
+    for micro in batches:
+        acc += sum(s.ids.shape[0] for s in micro)
+        if acc >= tokens_per_step:
+            steps, acc = steps + 1, 0
+    return max(1, steps + (acc > 0))
+
+
 class Trainer:
     def __init__(self, target: Target, seqs: list[Sequence], cfg: TrainConfig, out_dir: str | Path):
         self.target, self.cfg, self.out = target, cfg, Path(out_dir)
@@ -129,8 +139,8 @@ class Trainer:
             vocab = choose_draft_vocab(self.train_seqs, cfg.draft_vocab, target)
             self.drafter = new_drafter(target, vocab, cfg)
             self.opt = self._optimizer()
-        tokens = sum(s.ids.shape[0] for s in self.train_seqs)
-        self.steps_per_epoch = max(1, math.ceil(tokens / cfg.tokens_per_step))
+        self.steps_per_epoch = optimizer_steps(micro_batches(self.train_seqs, cfg.micro_tokens, random.Random(0)),
+                                               cfg.tokens_per_step)
         self.total_steps = self.steps_per_epoch * cfg.epochs
 
     def _optimizer(self):
@@ -166,6 +176,9 @@ class Trainer:
     def train_epoch(self) -> dict:
         self.drafter.train()
         batches = micro_batches(self.train_seqs, self.cfg.micro_tokens, self.rng)
+        # this epoch's steps counted exactly, the later ones estimated alike: the rate reaches 0 at the last step
+        self.steps_per_epoch = optimizer_steps(batches, self.cfg.tokens_per_step)
+        self.total_steps = self.step + self.steps_per_epoch * (self.cfg.epochs - self.epoch)
         weights, dev = self._weights(), self.target.device
         sums, n_tok, acc_tokens = Counter(), 0, 0
         t0 = time.time()
