@@ -35,9 +35,11 @@ def _next_stages(user: UserState, backend: Backend | None):
         order = stages(run.records[user.cursor])
         return order[order.index(user.stage) + 1:]
     if user.cursor + 1 >= len(run.records):
-        if backend is None or not user.can_compute:
+        live = user.live  # Stop may drop it meanwhile; advance() then finds it released
+        if backend is None or live is None or not live.can_compute:
             return None
-        advance(backend, run, user.live)
+        if advance(backend, run, live, halt=lambda: user.pause) is None:
+            return None  # Pause or Stop came first, or the race's other lanes only ran to their ends
     user.cursor += 1
     return stages(run.records[user.cursor])
 
@@ -47,12 +49,14 @@ def _frames(view: View, user: UserState, backend: Backend | None, one_step: bool
     while not user.pause:
         if backend is not None and backend.step_lock.locked():
             yield picture(view, user, "Waiting for the model: another visitor's step is running…", False)
+        what = "Running" if backend is not None and user.can_compute else verb
         todo = _next_stages(user, backend)
         if todo is None:
             return
-        what = "Running" if backend is not None and user.can_compute else verb
         for stage in (todo[-1:] if user.fast else todo):
             user.stage = stage
+            if user.pause:  # Pause or Stop came while the step was computed: the last picture shows it
+                break
             yield picture(view, user, running_line(user, what), charts=stage == COMMITTED)
             _wait(user)
             if user.pause:
@@ -65,7 +69,7 @@ def play(view: View, user: UserState, backend: Backend | None = None, one_step: 
          verb: str = REPLAYING):
     """Pictures from the screen's position on, until Pause, the end of the run, or (one_step) one step.
     backend=None shows the recorded steps only (`verb` says how they were recorded)."""
-    user.busy, user.pause = True, False
+    user.busy, user.pause, user.stop = True, False, False
     try:
         yield from _frames(view, user, backend, one_step, verb)
     except Exception as e:  # whatever went wrong, leave a usable page (buttons back on), then report it
@@ -75,6 +79,8 @@ def play(view: View, user: UserState, backend: Backend | None = None, one_step: 
         raise gr.Error(message) from None
     finally:  # also when the event is cancelled (Stop, or the visitor left): the generator is closed here
         user.busy = False
+        if user.stop:  # Stop came while a step was being computed: the step cut short is shown whole
+            user.stage = COMMITTED
         if user.live is not None and not user.live.can_compute:
             user.live = None
     yield picture(view, user, describe(user))
