@@ -64,7 +64,7 @@ def test_pause_next_prev_resume_and_the_text_equals_the_clis(app_view, capsys):
     models, view = app_view
     user = UserState()
     frames = run_handler(models, view, user)
-    for _ in range(4):
+    while user.cursor < 1:  # pictures (those of the race's other lanes among them) until step 1 is on screen
         next(frames)
     user.pause = True  # what the Pause button does
     list(frames)
@@ -202,6 +202,18 @@ def test_pause_and_stop_cut_a_turn_between_lanes_and_the_race_goes_on_where_it_s
         assert run.rivals[method][-1].done
     assert "Identical output" in race_html(run, len(run.records) - 1)
     assert advance(models, run, live, halt) is None and _lane_steps(run) == _lane_steps(whole)
+
+
+@needs_default
+def test_the_animation_yields_after_every_lane_step(app_view):
+    """A cancelled event (Stop, a closed tab) can only end a generator between two pictures: so a picture comes
+    after every lane-step of the race, and a cancelled run computes one lane-step more at most."""
+    models, view = app_view
+    user, seen = UserState(), []
+    for _ in run_handler(models, view, user, max_new_tokens=12):
+        seen.append(_lane_steps(user.run) if user.run is not None else 0)
+    assert user.run.rivals and len(user.run.records) >= 3
+    assert max(b - a for a, b in zip(seen, seen[1:])) == 1 and seen[-1] == _lane_steps(user.run)
 
 
 @needs_default

@@ -86,17 +86,15 @@ def _never() -> bool:
     return False
 
 
-def _catch_up(backend: Backend, run: Run, live: Live, session, halt) -> bool:
-    """The race's other lanes take their lane-steps, one at a time, until each has as many tokens as this run's
-    `session` (to its own end once it is done). halt() is asked before each lane-step; False: it stopped them."""
+def _catch_up(backend: Backend, run: Run, live: Live, session):
+    """The race's other lanes take their lane-steps, one at a time (a generator: it yields after each), until each
+    has as many tokens as this run's `session` (to its own end once it is done)."""
     until = None if session.done else len(session.generated)
     others = [(rival, run.rivals[m].append) for m, rival in live.rivals.items()] + [(live.baseline, run.add_baseline)]
     for lane, record in others:
         while lane is not None and not lane.done and (until is None or len(lane.generated) < until):
-            if halt():
-                return False
             record(_step(backend, lane))
-    return True
+            yield None
 
 
 def _learn_pieces(run: Run, tokenizer, record) -> None:
@@ -118,27 +116,40 @@ def _own_step(backend: Backend, run: Run, live: Live, session):
     return record
 
 
-def advance(backend: Backend, run: Run, live: Live, halt=_never):
-    """The run's next turn: the race's other lanes finish the last turn (where Pause or Stop cut it short), then
-    this run takes one step and each rival and plain decoding catch up with it (interleaved, so all see the same
-    machine load); once the run is done, each of them goes on to its own end.
+def turn(backend: Backend, run: Run, live: Live):
+    """The run's next turn, a lane-step at a time: the race's other lanes finish the last turn (where the caller
+    stopped early), then this run takes one step and each rival and plain decoding catch up with it (interleaved,
+    so all see the same machine load); once the run is done, each of them goes on to its own end.
 
-    halt() is asked before every lane-step: when it answers True the turn stops there and goes on at the next call,
-    so the race's extra lanes delay the visitor's Pause and Stop by one lane-step at most. Returns this run's new
-    step, or None when the turn took none (halted first, or only the other lanes were left)."""
-    session, record = live.session, None
+    A generator that yields after every lane-step: this run's new step record after its own, None after another
+    lane's. The caller may stop between any two (Pause, Stop, a cancelled event); the next turn() goes on there."""
+    session = live.session
     if session is None:  # released meanwhile (Stop)
-        return None
+        return
     backend.live.keep(live)  # recently used: the last to be evicted
-    caught_up = _catch_up(backend, run, live, session, halt)
-    if caught_up and not session.done and not halt():
-        record = _own_step(backend, run, live, session)
-        caught_up = _catch_up(backend, run, live, session, halt)
-    if caught_up and session.done:
+    yield from _catch_up(backend, run, live, session)
+    if not session.done:
+        yield _own_step(backend, run, live, session)
+        yield from _catch_up(backend, run, live, session)
+    if session.done and live.session is session:
         live.release()
         note = backend.auto.judge(run, backend.loader.loaded)
         if note:
             run.notes.append(note)
+
+
+def advance(backend: Backend, run: Run, live: Live, halt=_never):
+    """turn() as one call. halt() is asked before every lane-step: when it answers True the turn stops there (it
+    goes on at the next call). Returns this run's new step, or None when the turn took none (halted first, or only
+    the other lanes were left)."""
+    record, steps = None, turn(backend, run, live)
+    try:
+        while not halt():
+            record = next(steps) or record
+    except StopIteration:
+        pass
+    finally:
+        steps.close()
     return record
 
 
