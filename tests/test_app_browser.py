@@ -80,12 +80,12 @@ def shot(page, name: str, selector: str | None = None) -> None:
     target.screenshot(path=str(path), **({} if selector else {"full_page": True}))
 
 
-def shot_both(page, name: str) -> None:
-    """The whole page at the laptop size, then at the desktop size."""
+def shot_both(page, name: str, selector: str | None = None) -> None:
+    """The whole page (or one element) at the laptop size, then at the desktop size."""
     for size in (LAPTOP, DESKTOP):
         page.set_viewport_size(size)
         page.wait_for_timeout(300)  # plotly redraws to the new width
-        shot(page, name)
+        shot(page, name, selector)
     page.set_viewport_size(LAPTOP)
 
 
@@ -150,7 +150,7 @@ def race_timing_and_what_if_are_on_screen(page) -> None:
     """The race's three lanes end in the order of their measured speeds, with identical outputs; the time per
     step is stacked by phase; the what-if predicts on both cost curves and says it is a prediction."""
     for chart in ("race", "timing", "whatif"):
-        shot(page, chart, f"#{chart}")
+        shot_both(page, chart, f"#{chart}")
     race = plot(page, "race")["layout"]
     labels = [t.split("<br>") for t in race["yaxis"]["ticktext"]]  # bottom lane first
     assert [name.strip("<b/>") for name, _ in labels] == ["plain", "serial", "gumiho"]
