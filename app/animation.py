@@ -8,7 +8,7 @@ from html import escape
 
 import gradio as gr
 
-from .backend import Backend, advance
+from .backend import Backend, turn
 from .messages import report
 from .render.status import describe, running_line
 from .screen import picture
@@ -27,17 +27,38 @@ def _wait(user: UserState) -> None:
         time.sleep(WAIT_SLICE_S)
 
 
-def _next_stages(user: UserState, backend: Backend | None):
-    """The stages still to show: the rest of the step on screen, or all of the next step (computed if need be).
-    Returns None when there is nothing more to show."""
+def _compute(view: View, user: UserState, backend: Backend, live):
+    """The next turn of a live run (a generator): a picture after each of the race's other lanes' steps, so the
+    visitor sees the race go on and a cancelled event (Stop, a closed tab) ends after one lane-step, not a whole
+    turn. Returns whether the run took a step of its own (False: Pause or Stop came first, or only the other lanes
+    were left)."""
+    took, steps = False, turn(backend, user.run, live)
+    racing = bool(live.rivals) or live.baseline is not None
+    try:
+        for record in steps:
+            took = took or record is not None
+            if user.pause:
+                break
+            if racing:
+                yield picture(view, user, running_line(user, "Running", racing=True), charts=False)
+    finally:
+        steps.close()
+    return took
+
+
+def _next_stages(view: View, user: UserState, backend: Backend | None):
+    """The stages still to show (a generator of progress pictures, returning them): the rest of the step on
+    screen, or all of the next step (computed if need be). Returns None when there is nothing more to show."""
     run = user.run
     if user.stage != COMMITTED:
         order = stages(run.records[user.cursor])
         return order[order.index(user.stage) + 1:]
     if user.cursor + 1 >= len(run.records):
-        if backend is None or not user.can_compute:
+        live = user.live  # Stop may drop it meanwhile; turn() then finds it released
+        if backend is None or live is None or not live.can_compute:
             return None
-        advance(backend, run, user.live)
+        if not (yield from _compute(view, user, backend, live)):
+            return None  # Pause or Stop came first, or the race's other lanes only ran to their ends
     user.cursor += 1
     return stages(run.records[user.cursor])
 
@@ -47,12 +68,14 @@ def _frames(view: View, user: UserState, backend: Backend | None, one_step: bool
     while not user.pause:
         if backend is not None and backend.step_lock.locked():
             yield picture(view, user, "Waiting for the model: another visitor's step is running…", False)
-        todo = _next_stages(user, backend)
+        what = "Running" if backend is not None and user.can_compute else verb
+        todo = yield from _next_stages(view, user, backend)
         if todo is None:
             return
-        what = "Running" if backend is not None and user.can_compute else verb
         for stage in (todo[-1:] if user.fast else todo):
             user.stage = stage
+            if user.pause:  # Pause or Stop came while the step was computed: the last picture shows it
+                break
             yield picture(view, user, running_line(user, what), charts=stage == COMMITTED)
             _wait(user)
             if user.pause:
@@ -65,7 +88,7 @@ def play(view: View, user: UserState, backend: Backend | None = None, one_step: 
          verb: str = REPLAYING):
     """Pictures from the screen's position on, until Pause, the end of the run, or (one_step) one step.
     backend=None shows the recorded steps only (`verb` says how they were recorded)."""
-    user.busy, user.pause = True, False
+    user.busy, user.pause, user.stop = True, False, False
     try:
         yield from _frames(view, user, backend, one_step, verb)
     except Exception as e:  # whatever went wrong, leave a usable page (buttons back on), then report it
@@ -75,6 +98,8 @@ def play(view: View, user: UserState, backend: Backend | None = None, one_step: 
         raise gr.Error(message) from None
     finally:  # also when the event is cancelled (Stop, or the visitor left): the generator is closed here
         user.busy = False
+        if user.stop:  # Stop came while a step was being computed: the step cut short is shown whole
+            user.stage = COMMITTED
         if user.live is not None and not user.live.can_compute:
             user.live = None
     yield picture(view, user, describe(user))

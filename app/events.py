@@ -28,7 +28,7 @@ def _run_handler(view: View, backend: Backend, compute):
     return run
 
 
-def _wire_run(view: View, backend: Backend, form: Form) -> None:
+def _wire_run(view: View, backend: Backend, form: Form, news: News) -> None:
     """Run, Resume, Next, Replay and Stop (which cancels the others). "run" and "stop" are callable by clients
     (not listed in the API page): tests drive many visitors through them."""
     compute = on_gpu(partial(compute_run, backend), backend.device)
@@ -42,6 +42,8 @@ def _wire_run(view: View, backend: Backend, form: Form) -> None:
                                        view.outputs, concurrency_id="replay", **HIDDEN)
     view.stop_btn.click(partial(on.on_stop, view), view.state, view.outputs, cancels=[run_evt, resume_evt, next_evt,
                         replay_evt], api_name="stop", api_visibility="undocumented", concurrency_limit=None, **QUIET)
+    for evt in (run_evt, resume_evt, next_evt):  # a run's end may start a measurement: follow its news
+        evt.then(lambda: gr.Timer(active=True), None, news.timer, **FREE)
 
 
 def _wire_controls(demo: gr.Blocks, view: View, news: News, backend: Backend, form: Form) -> None:
@@ -58,6 +60,7 @@ def _wire_controls(demo: gr.Blocks, view: View, news: News, backend: Backend, fo
     for box in tree:
         box.input(partial(on.on_tree_edit, backend.device), tree, form.preset, **FREE)
     news.timer.tick(partial(on.on_tick, news, backend), view.state, news.outputs, **FREE)
+    news.remeasure.click(partial(on.on_remeasure, backend), None, news.timer, **FREE)
     demo.load(partial(on.on_preset, backend, AUTO), None, tree, **FREE)  # a new page's fields show auto as it is now
     view.run_btn.click(lambda: gr.Timer(active=True), None, news.timer, **FREE)  # a failed load may be retried
 
@@ -69,8 +72,9 @@ def _api(backend: Backend) -> None:
                  seed: int = 0, tree: str = AUTO) -> dict:
         """Decode `prompt` and return the run as `python -m gumiho_core.generate --json` prints it.
 
-        tree: "auto" (the CLI's default: the tree measured best on this device; waits for that measurement
-        if it is still running) or "paper" (the authors' 64-node tree).
+        tree: "auto" (the CLI's default: the fastest tree measured on this device that drafts deeper than the
+        serial steps, so the MLP heads take part; waits for that measurement if it is still running), "fastest"
+        (the fastest measured tree of any depth) or "paper" (the authors' 64-node tree).
         """
         try:
             return api(api_settings(prompt, method, max_new_tokens, temperature, seed, tree))
@@ -82,6 +86,6 @@ def _api(backend: Backend) -> None:
 
 def wire(demo: gr.Blocks, view: View, news: News, backend: Backend, form: Form) -> None:
     """Every event of the page (`form` holds the Run form's components), and the API."""
-    _wire_run(view, backend, form)
+    _wire_run(view, backend, form, news)
     _wire_controls(demo, view, news, backend, form)
     _api(backend)

@@ -15,7 +15,7 @@ from .messages import public_message, report
 from .render.explain import how_it_works_md
 from .render.status import auto_note, describe, model_line
 from .screen import picture
-from .settings import AUTO, CUSTOM, TREE_FIELDS, Form, parse_settings, preset_name, tree_presets, tree_settings
+from .settings import CUSTOM, MEASURED, TREE_FIELDS, Form, parse_settings, preset_name, tree_presets, tree_settings
 from .stages import COMMITTED
 from .state import UserState
 from .view import News, View
@@ -27,7 +27,7 @@ def on_run(view: View, backend: Backend, compute, user: UserState, form: Form):
         settings = parse_settings(form, backend.device)
     except GumihoError as e:
         raise gr.Error(public_message(e)) from None
-    user.delay, user.fast, user.busy = float(form.delay), bool(form.fast), True
+    user.delay, user.fast, user.busy, user.stop = float(form.delay), bool(form.fast), True, False
     loading = "Loading the model (first run only)…" if not backend.ready else "Starting…"
     if backend.whole_runs:
         loading = "Computing the whole run on the GPU, then showing it step by step…"
@@ -40,6 +40,9 @@ def on_run(view: View, backend: Backend, compute, user: UserState, form: Form):
         yield picture(view, user, describe(user), charts=False)
         raise gr.Error(message) from None
     user.reset(run, live)
+    if user.stop:  # Stop came while the run was starting: it ends before its first step
+        yield on_stop(view, user)
+        return
     if backend.whole_runs:
         yield from play(view, user, None, verb="Showing the computed steps of")
     else:
@@ -52,13 +55,15 @@ def on_pause(user: UserState):
 
 
 def on_stop(view: View, user: UserState):
-    """Ends the run where it is (the running animation is cancelled by the event itself) and frees its caches."""
-    user.pause, user.busy = True, False
+    """Ends the run where it is and frees its caches. It acts at once: the animation, whose cancelling waits for
+    its step in progress, stops after its lane-step in progress (it reads the flags) and shows the same."""
+    user.pause, user.stop, user.busy = True, True, False
     if user.live is not None:
         user.live.release()
         user.live = None
+    fresh = user.stage == COMMITTED  # the charts on screen are this step's
     user.stage = COMMITTED  # a step cut short is shown whole
-    return picture(view, user, describe(user))
+    return picture(view, user, describe(user), charts=not fresh)
 
 
 def on_prev(view: View, user: UserState):
@@ -109,9 +114,9 @@ def on_load(view: View, user: UserState, path):
 
 
 def on_preset(backend: Backend, name: str, *values):
-    """A preset fills the advanced tree fields ("auto": with gumiho's tree as it stands now); "custom" leaves
-    them as they are (sent back: a value, never a bare update, see screen.picture())."""
-    cfg = backend.auto_tree(GUMIHO).tree if name == AUTO else tree_presets(backend.device).get(name)
+    """A preset fills the advanced tree fields ("auto", "fastest": with gumiho's tree as it stands now); "custom"
+    leaves them as they are (sent back: a value, never a bare update, see screen.picture())."""
+    cfg = backend.auto_tree(GUMIHO, name).tree if name in MEASURED else tree_presets(backend.device).get(name)
     if cfg is None:
         return list(values)
     return [getattr(cfg, k) for k in TREE_FIELDS]
@@ -154,3 +159,9 @@ def on_tick(news: News, backend: Backend, user: UserState):
     how = user.charts.get(news.how) if user.run is not None else None
     return {news.model: model_line(status), news.auto: note, news.timer: gr.Timer(active=not status.final),
             news.how: how or how_it_works_md(None, None, note)}
+
+
+def on_remeasure(backend: Backend):
+    """Measure this device again (in the background); the news timer follows it."""
+    gr.Info(backend.remeasure(), duration=6)
+    return gr.Timer(active=True)

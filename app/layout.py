@@ -10,9 +10,13 @@ from . import runfile
 from .backend import Backend
 from .events import wire
 from .render.explain import how_it_works_md, numbers_html, step_caption_placeholder
+from .render.race import race_html
+from .render.sampling import sampling_html
 from .render.status import auto_note, model_line, status_html
 from .render.text_view import output_html
+from .render.whatif import whatif_html
 from .settings import AUTO, TREE_FIELDS, Form, preset_choices
+from .stages import COMMITTED
 from .state import UserState
 from .view import News, View
 
@@ -53,12 +57,13 @@ def _advanced(backend: Backend) -> dict:
         tree = {k: gr.Number(getattr(cfg, k), precision=0, label=k, info=TREE_TIPS[k], elem_id=f"tree-{k}")
                 for k in TREE_FIELDS}
         auto = gr.Markdown(auto_note(backend.status()), elem_id="auto-note")
-    return dict(seed=seed, top_p=top_p, preset=preset, auto=auto, **tree)
+        remeasure = gr.Button("Measure this device again", size="sm", elem_id="remeasure")
+    return dict(seed=seed, top_p=top_p, preset=preset, auto=auto, remeasure=remeasure, **tree)
 
 
-def _form(backend: Backend) -> tuple[Form, gr.Markdown]:
+def _form(backend: Backend) -> tuple[Form, gr.Markdown, gr.Button]:
     """The left column: prompt, method, lengths, the advanced fold, the animation's speed. Returns the Run
-    form's components and the note on what auto means."""
+    form's components, the note on what auto means and the button that measures this device again."""
     prompt = gr.Textbox(EXAMPLES[0], label="Prompt", lines=3, placeholder="Ask the model something…", elem_id="prompt")
     gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="Example prompts")
     method = gr.Radio(METHOD_CHOICES, value="gumiho", label="Method", elem_id="method")
@@ -66,19 +71,20 @@ def _form(backend: Backend) -> tuple[Form, gr.Markdown]:
     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy, exact same text)",
                             elem_id="temperature")
     advanced = _advanced(backend)
-    auto = advanced.pop("auto")
+    auto, remeasure = advanced.pop("auto"), advanced.pop("remeasure")
     with gr.Group():
         delay = gr.Slider(0.05, 2, value=0.5, step=0.05, label="Animation: seconds per picture", elem_id="delay")
         fast = gr.Checkbox(False, label="Fast mode: no animation, one picture per step", elem_id="fast")
     form = Form(prompt=prompt, method=method, max_new_tokens=max_new, temperature=temperature, delay=delay,
                 fast=fast, **advanced)
-    return form, auto
+    return form, auto, remeasure
 
 
 def _outputs_column() -> dict:
     return dict(caption=gr.HTML(step_caption_placeholder(), elem_id="caption"),
                 tree=gr.HTML("", elem_id="tree"),
                 legend=gr.HTML("", elem_id="legend"),
+                check=gr.HTML(sampling_html(None, COMMITTED, {}, True), elem_id="check"),
                 text=gr.HTML(output_html([], {}), elem_id="text"),
                 answer=gr.Textbox(label="Answer as plain text (what the CLI prints)", lines=3, interactive=False,
                                   buttons=["copy"], elem_id="answer"),
@@ -106,11 +112,18 @@ def _files() -> dict:
 
 
 def _charts() -> dict:
+    """The race across the page, then where the time goes and the what-if, then the run's own curves."""
+    race = gr.Plot(label="race", elem_id="race")
+    race_note = gr.HTML(race_html(None, -1), elem_id="race-note")
+    timing = gr.Plot(label="time per step", elem_id="timing")
+    whatif = gr.Plot(label="what-if", elem_id="whatif")
+    whatif_note = gr.HTML(whatif_html(None, -1), elem_id="whatif-note")
     with gr.Row():
         speed, speedup = gr.Plot(label="speed", elem_id="speed"), gr.Plot(label="speedup", elem_id="speedup")
     with gr.Row():
         accept, depth = gr.Plot(label="tokens per step", elem_id="accept"), gr.Plot(label="depth", elem_id="depth")
-    return dict(speed=speed, speedup=speedup, accept=accept, depth=depth)
+    return dict(race=race, race_note=race_note, timing=timing, whatif=whatif, whatif_note=whatif_note, speed=speed,
+                speedup=speedup, accept=accept, depth=depth)
 
 
 def build_demo(backend: Backend) -> gr.Blocks:
@@ -129,7 +142,7 @@ def build_view(backend: Backend) -> tuple[gr.Blocks, View]:
             model = gr.HTML(model_line(backend.status()), elem_id="model-line")
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
-                form, auto = _form(backend)
+                form, auto, remeasure = _form(backend)
                 files = _files()
             with gr.Column(scale=3):
                 toolbar = _toolbar()
@@ -139,7 +152,7 @@ def build_view(backend: Backend) -> tuple[gr.Blocks, View]:
             how = gr.Markdown(how_it_works_md(None, None, auto_note(backend.status())), elem_id="how")
         state = gr.State(UserState(), time_to_live=STATE_TTL_S, delete_callback=UserState.close)
         view = View(status=status, how=how, state=state, **column, **charts, **toolbar, **files)
-        wire(demo, view, News(model, auto, how, gr.Timer(1.0)), backend, form)
+        wire(demo, view, News(model, auto, how, gr.Timer(1.0), remeasure), backend, form)
     return demo, view
 
 

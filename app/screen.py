@@ -12,10 +12,14 @@ from gumiho_core import AR
 from . import runfile
 from .render.charts import all_figures
 from .render.explain import how_it_works_md, numbers_html, step_caption, step_caption_placeholder
+from .render.race import race_figure, race_html
+from .render.sampling import sampling_html
 from .render.stats import run_stats
 from .render.status import status_html
 from .render.text_view import legend_html, output_html, proposers_in
+from .render.timing import timing_figure
 from .render.tree_view import tree_svg
+from .render.whatif import whatif_figure, whatif_html
 from .stages import COMMITTED
 from .state import UserState
 from .view import View
@@ -64,18 +68,21 @@ def _answer_so_far(user: UserState, upto: int) -> str:
 
 def _charts(view: View, user: UserState, upto: int) -> dict:
     run = user.run
+    notes = {view.race_note: race_html(run, upto), view.whatif_note: whatif_html(run, upto)}
     if upto < 0:
         return {view.numbers: numbers_html(None), view.speed: None, view.speedup: None, view.accept: None,
-                view.depth: None, view.how: how_it_works_md(run, None)}
+                view.depth: None, view.race: None, view.timing: None, view.whatif: None,
+                view.how: how_it_works_md(run, None), **notes}
     stats = run_stats(run, upto)
     speed, speedup, accept, depth = all_figures(run, upto)
     return {view.numbers: numbers_html(stats), view.speed: speed, view.speedup: speedup, view.accept: accept,
-            view.depth: depth, view.how: how_it_works_md(run, stats)}
+            view.depth: depth, view.race: race_figure(run, upto), view.timing: timing_figure(run, upto),
+            view.whatif: whatif_figure(run, upto), view.how: how_it_works_md(run, stats), **notes}
 
 
 def _blank(view: View) -> dict:
     return {view.caption: step_caption_placeholder(), view.tree: "", view.legend: "", view.text: output_html([], {}),
-            view.answer: ""}
+            view.answer: "", view.check: sampling_html(None, COMMITTED, {}, True)}
 
 
 def _step_on_screen(view: View, user: UserState) -> dict:
@@ -86,6 +93,7 @@ def _step_on_screen(view: View, user: UserState) -> dict:
         view.caption: step_caption(rec, stage, run.pieces, run.prompt_tokens),
         view.tree: tree_svg(rec, run.pieces, stage),
         view.legend: legend_html(proposers_in(run.records[: user.cursor + 1]), key=run.settings.method != AR),
+        view.check: sampling_html(rec, stage, run.pieces, run.settings.decode.greedy),
         view.text: output_html(run.records[: upto + 1], run.pieces, run.special_ids,
                                highlight=rec.index if stage == COMMITTED else None),
         view.answer: _answer_so_far(user, upto),

@@ -12,8 +12,11 @@ from gumiho_core import TREE_FIELDS, DecodeConfig, GumihoError, TreeConfig, chec
 
 from .limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_TREE_DEPTH, lone_surrogate
 from .state import Settings
-AUTO, CUSTOM = "auto", "custom"  # auto: the tree measured best on this device (TreeChoice), as the CLI's --tree auto
-API_TREES = ("auto", "paper")  # the endpoint's choices, as the CLI's --tree
+# auto: the fastest tree measured on this device that uses the MLP heads; fastest: of any depth (TreeChoice), as
+# the CLI's --tree auto and --tree fastest. Both are known only once the device is measured.
+AUTO, FASTEST, CUSTOM = "auto", "fastest", "custom"
+MEASURED = (AUTO, FASTEST)
+API_TREES = ("auto", "fastest", "paper")  # the endpoint's choices, as the CLI's --tree
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,8 @@ def fallback_preset(device: str) -> str:
 
 
 def preset_choices(device: str | None = None) -> list[str]:
-    """The preset menu: auto first (the default), the fixed shapes, then custom."""
-    return [AUTO, *tree_presets(device), CUSTOM]
+    """The preset menu: auto first (the default), fastest, the fixed shapes, then custom."""
+    return [*MEASURED, *tree_presets(device), CUSTOM]
 
 
 def tree_source(preset: str) -> str:
@@ -132,12 +135,12 @@ def check_prompt(prompt) -> str:
 
 
 def parse_settings(form: Form, device: str) -> Settings:
-    """All the form's values at once; the first bad one raises. With preset "auto" the tree fields are
-    ignored and the tree stays None until the runner settles it for this device."""
+    """All the form's values at once; the first bad one raises. With preset "auto" or "fastest" the tree fields
+    are ignored and the tree stays None until the runner settles it for this device."""
     decode = decode_settings(form.max_new_tokens, form.temperature, form.top_p, form.seed)
     prompt, method = check_prompt(form.prompt), check_method(form.method)
-    if form.preset == AUTO:
-        return Settings(prompt, method, decode, None, AUTO)
+    if form.preset in MEASURED:
+        return Settings(prompt, method, decode, None, form.preset)
     tree = tree_settings(form.tree)
     name = preset_name(tree, device)
     return Settings(prompt, method, decode, tree, name, tree_source(name))
@@ -148,6 +151,6 @@ def api_settings(prompt, method, max_new_tokens, temperature, seed, tree: str = 
     if tree not in API_TREES:
         raise GumihoError(f"tree must be one of {', '.join(API_TREES)}; got {tree!r}")
     decode = decode_settings(max_new_tokens, temperature, DecodeConfig.top_p, seed)
-    fixed = None if tree == AUTO else TreeConfig()
+    fixed = None if tree in MEASURED else TreeConfig()
     return Settings(check_prompt(prompt), check_method(method), decode, fixed, tree,
                     "" if fixed is None else tree_source(tree))

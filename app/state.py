@@ -48,6 +48,10 @@ class Run:
     special_ids: set[int] = field(default_factory=set)
     text: str = ""  # the answer as the tokenizer decodes it (what the CLI prints)
     dtype: str = ""  # the target's dtype ("float32", "bfloat16", ...); "" if not recorded (older run files)
+    # The race (not saved in run files): every other drafting method on the same prompt and tree shape,
+    # interleaved with this run step by step, and the device's measured verify cost (n -> seconds / plain step).
+    rivals: dict[str, list[StepRecord]] = field(default_factory=dict)
+    verify_ratios: dict[int, float] = field(default_factory=dict)
 
     @property
     def token_ids(self) -> list[int]:
@@ -77,7 +81,8 @@ class UserState:
     stage: str = COMMITTED  # how far into that step's animation the screen is
     delay: float = 0.5  # seconds per animation picture
     fast: bool = False  # one picture per step, no pauses
-    pause: bool = False  # set by Pause, read by the animation between pictures
+    pause: bool = False  # set by Pause (and Stop), read by the animation between pictures and lane-steps
+    stop: bool = False  # set by Stop, which also reaches a run still starting (on_run reads it after the start)
     busy: bool = False  # an animation is running for this visitor
     export_path: str | None = None
     export_key: tuple = ()
@@ -143,5 +148,5 @@ class ServerStatus:
 
     @property
     def final(self) -> bool:
-        """Nothing here will change on its own any more."""
-        return self.settled or self.failed
+        """Nothing here will change on its own any more (a measurement again, after a run, is news)."""
+        return (self.settled and self.measuring is None) or self.failed

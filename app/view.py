@@ -14,9 +14,15 @@ class View:
     caption: gr.HTML
     tree: gr.HTML
     legend: gr.HTML
+    check: gr.HTML  # the target's check of the step on screen, node by node
     text: gr.HTML
     answer: gr.Textbox
     numbers: gr.HTML
+    race: gr.Plot
+    race_note: gr.HTML
+    timing: gr.Plot
+    whatif: gr.Plot
+    whatif_note: gr.HTML
     speed: gr.Plot
     speedup: gr.Plot
     accept: gr.Plot
@@ -46,6 +52,7 @@ class News:
     auto: gr.Markdown
     how: gr.Markdown
     timer: gr.Timer
+    remeasure: gr.Button  # measures this device again (its news then follows on the timer)
 
     @property
     def outputs(self) -> list:

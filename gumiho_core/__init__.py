@@ -5,10 +5,13 @@ Public API (the app and the CLIs use only these names):
     TreeConfig, DecodeConfig, DrafterConfig            -- settings
     METHODS (GUMIHO, SERIAL, AR), TREE_MODES, TREE_FIELDS, MAX_DEPTH, MAX_TREE_TOKENS, MAX_SEED, check_method
                                                        -- the names and bounds every front end shares
-    choose_tree, cached_tree_choice, TreeChoice        -- the tree with the best measured tokens/s here
+    choose_tree, cached_tree_choice, TreeChoice        -- the auto tree: measured here (the MLP rule, and the fastest)
+    prediction_gap, mark_stale, REMEASURE_GAP          -- when a run says the measurement no longer holds
+    what_if, WhatIf, CostCurve, StepCosts, flat_curve, measured_curve
+                                                       -- a run's trees at other sizes, on other cost curves
     start, generate                                    -- a session and the loop over its steps
     StepRecord (STEP_KINDS: PREFILL, SPECULATIVE, AUTOREGRESSIVE; STOP_REASONS), RunResult, DraftTree, DraftPhase
-    (PARALLEL: the MLP heads' phase), Verdict, Acceptance
+    (PARALLEL: the MLP heads' phase), Verdict (SamplingTrace), Acceptance
     encode_prompt, decode_tokens, token_pieces         -- text at the edges
     GumihoError                                        -- every user-facing error
     first_difference                                   -- where two outputs part (gumiho_core.exactness)
@@ -21,6 +24,7 @@ from .config import (
     MAX_SEED,
     MAX_TREE_TOKENS,
     METHODS,
+    POOLS,
     SERIAL,
     TREE_FIELDS,
     TREE_MODES,
@@ -34,13 +38,14 @@ from .drafting import DraftPhase
 from .engine import generate, start
 from .errors import GumihoError
 from .exactness import first_difference
-from .measure.autotree import TreeChoice, cached_tree_choice, choose_tree
+from .measure.autotree import REMEASURE_GAP, TreeChoice, cached_tree_choice, choose_tree, mark_stale, prediction_gap
+from .measure.whatif import CostCurve, StepCosts, WhatIf, flat_curve, measured_curve, what_if
 from .models import DEFAULT_TARGET_NAME, load_drafter, load_target, resolve_device, untrained_drafter
 from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, STEP_KINDS, STOP_REASONS, RunResult, StepRecord
 from .target import Target
 from .text import decode_tokens, encode_prompt, token_pieces
 from .tree import PARALLEL, DraftTree
-from .verify import Verdict
+from .verify import SamplingTrace, Verdict
 
 __all__ = [
     "TreeChoice", "cached_tree_choice", "choose_tree", "Acceptance", "DEFAULT_TARGET_NAME", "load_drafter",
@@ -49,4 +54,6 @@ __all__ = [
     "check_method", "DecodeConfig", "TreeConfig", "DrafterConfig", "GumihoDrafter", "DraftPhase", "PARALLEL",
     "RunResult", "StepRecord", "STEP_KINDS", "STOP_REASONS", "PREFILL", "SPECULATIVE", "AUTOREGRESSIVE", "generate",
     "start", "GumihoError", "Target", "DraftTree", "Verdict", "first_difference",
+    "SamplingTrace", "POOLS", "REMEASURE_GAP", "mark_stale", "prediction_gap", "what_if", "WhatIf", "CostCurve",
+    "StepCosts", "flat_curve", "measured_curve",
 ]

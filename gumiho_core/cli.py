@@ -13,7 +13,7 @@ import json
 import logging
 import sys
 
-from .config import AR, METHODS, TREE_FIELDS, DecodeConfig, TreeConfig
+from .config import AR, METHODS, POOLS, TREE_FIELDS, DecodeConfig, TreeConfig
 from .engine import generate, start
 from .errors import GumihoError
 from .models import load_drafter, load_target
@@ -21,6 +21,7 @@ from .text import decode_tokens, encode_prompt
 
 log = logging.getLogger(__name__)
 BAD_INPUT = 2  # the exit code of every CLI for bad input, after a one-line message
+TREE_CHOICES = ("auto", "fastest", "paper")  # --tree, and the app's generate endpoint
 
 
 # -- shared by the CLIs ------------------------------------------------------------------------------
@@ -33,32 +34,46 @@ def tree_args(parser: argparse.ArgumentParser) -> None:
     """Tree flags shared by the CLIs: a preset, or explicit shape flags (unset ones take the paper's values)."""
     d = TreeConfig()
     g = parser.add_argument_group("draft tree")
-    g.add_argument("--tree", default="auto", choices=["auto", "paper"],
-                   help="auto: the tree with the best measured tokens/s on this device (measured once, cached); "
-                        "paper: the authors' 64-node tree. Any shape flag below overrides both.")
+    g.add_argument("--tree", default="auto", choices=TREE_CHOICES,
+                   help="auto: the fastest tree measured on this device that drafts deeper than the serial steps (so "
+                        "the MLP heads take part; measured once, cached); fastest: the fastest measured tree of any "
+                        "depth; paper: the authors' 64-node tree. Any shape flag below overrides them.")
+    g.add_argument("--remeasure", action="store_true",
+                   help="measure this device again for auto/fastest, replacing the cached measurement")
     g.add_argument("--top-k", type=int, help=f"children per expanded node (paper: {d.top_k})")
     g.add_argument("--mlp-topk", type=int, help=f"tokens per MLP head (paper: {d.mlp_topk})")
     g.add_argument("--pruning", type=int, help=f"MLP beam width (paper: {d.pruning})")
     g.add_argument("--total-tokens", type=int, help=f"nodes verified per step, root included (paper: {d.total_tokens})")
     g.add_argument("--depth", type=int, help=f"deepest draft level (paper: {d.depth})")
+    g.add_argument("--pool", choices=POOLS, help=f"which serial-level candidates may enter a gumiho tree (default "
+                                                 f"{d.pool}: the authors' rule; all: EAGLE-2's)")
 
 
 def explicit_tree(args) -> TreeConfig | None:
     """The tree the shape flags ask for (paper values for unset ones), or None when no flag was given."""
-    given = {f: getattr(args, f) for f in TREE_FIELDS if getattr(args, f) is not None}
+    given = {f: getattr(args, f, None) for f in (*TREE_FIELDS, "pool") if getattr(args, f, None) is not None}
     return TreeConfig(**given) if given else None
 
 
-def resolve_tree(args, method: str, target, drafter) -> tuple[TreeConfig, str]:
-    """(tree, a note on where it came from) for a speculative method."""
+def measured_choice(args, method: str, target, drafter):
+    """The device's TreeChoice when --tree auto or fastest decides the tree (measured if need be), else None."""
+    if explicit_tree(args) is not None or args.tree == "paper":
+        return None
+    from .measure.autotree import choose_tree
+
+    return choose_tree(target, drafter, method, refresh=getattr(args, "remeasure", False))
+
+
+def resolve_tree(args, method: str, target, drafter, choice=None) -> tuple[TreeConfig, str]:
+    """(tree, a note on where it came from) for a speculative method; `choice`: measured_choice()'s, if known."""
     tree = explicit_tree(args)
     if tree is not None:
         return tree.with_(mode=method), "explicit flags"
     if args.tree == "paper":
         return TreeConfig(mode=method), "the authors' tree"
-    from .measure.autotree import choose_tree
-
-    choice = choose_tree(target, drafter, method)
+    choice = choice or measured_choice(args, method, target, drafter)
+    if args.tree == "fastest":
+        return choice.fastest_tree.with_(mode=method), choice.fastest_summary()
     return choice.tree.with_(mode=method), choice.summary()
 
 
@@ -119,16 +134,43 @@ def run(args) -> dict:
     if not args.prompt.strip():
         raise GumihoError("the prompt is empty: type something for the model to answer")
     target = target_from_args(args)
-    drafter = tree = note = None
+    drafter = tree = note = choice = None
     if args.method != AR:
         drafter = load_drafter(args.draft, target)
-        tree, note = resolve_tree(args, args.method, target, drafter)
+        choice = measured_choice(args, args.method, target, drafter)
+        tree, note = resolve_tree(args, args.method, target, drafter, choice)
         log.info("tree: %s", note)
     prompt_ids = encode_prompt(target.tokenizer, args.prompt, raw=args.raw)
     session = start(args.method, target, prompt_ids, decode, tree or TreeConfig(), drafter)
-    stream = None if args.json else _Streamer(target.tokenizer)
-    result = generate(session, args.method, keep_records=False, on_step=stream)
+    steps = _StepTimes(None if args.json else _Streamer(target.tokenizer))
+    result = generate(session, args.method, keep_records=False, on_step=steps)
+    if choice is not None:
+        _check_prediction(choice, tree, steps, target, drafter)
     return result.report(decode_tokens(target.tokenizer, result.token_ids), target.name, note)
+
+
+class _StepTimes:
+    """Collects the decoding steps' seconds (the prefill aside), passing each record on to `then`."""
+
+    def __init__(self, then=None):
+        self.then, self.seconds = then, []
+
+    def __call__(self, record):
+        if record.tree is not None:
+            self.seconds.append(record.seconds)
+        if self.then is not None:
+            self.then(record)
+
+
+def _check_prediction(choice, tree: TreeConfig, steps: _StepTimes, target, drafter) -> None:
+    """A run whose steps cost more than REMEASURE_GAP off the prediction marks the measurement stale."""
+    from .measure.autotree import REMEASURE_GAP, mark_stale, prediction_gap
+
+    gap = prediction_gap(choice, tree, steps.seconds)
+    if gap is not None and abs(gap) > REMEASURE_GAP:
+        mark_stale(target, drafter, tree.mode)
+        print(f"note: this run's steps took {abs(100 * gap):.0f}% {'more' if gap > 0 else 'less'} time than the "
+              "auto-tree measurement predicted; the next --tree auto run measures this device again", file=sys.stderr)
 
 
 class _Streamer:

@@ -14,13 +14,29 @@ import torch
 from .tree import DraftTree
 
 
+BONUS_TOP = 5  # entries kept of the distribution a sampled bonus token was drawn from
+
+
+@dataclass(frozen=True)
+class SamplingTrace:
+    """How a sampled verification decided (traced runs only): the numbers a viewer needs to follow the draws."""
+
+    accept_prob: tuple[float, ...]  # per node: P(accept) when its turn came, residual p(x) / sum(residual p);
+    #                                 nan for a node never tried
+    draw: tuple[float, ...]  # per node: the uniform draw u it was accepted on (u < accept_prob); nan if never tried
+    bonus_from: tuple[tuple[int, float], ...]  # top entries (token, probability) of the distribution the bonus was
+    #                                            drawn from: the residual after rejections, else the target's own
+
+
 @dataclass(frozen=True)
 class Verdict:
     accepted: tuple[int, ...]  # node indices of the accepted path, root first
     bonus: int  # the target's own token after the last accepted node
     target_token: tuple[int, ...]  # per node: the target's argmax after that node (its logits saw the true ancestry)
-    target_prob: tuple[float, ...]  # per node: target probability of its token given its parent; nan where the
-    #                                 parent was not reached (not checked), 1 for the root; () when not traced
+    target_prob: tuple[float, ...]  # per node: the target's probability of its token given its parent (computed in
+    #                                 the tree pass, so also for nodes verification never reached), 1 for the root;
+    #                                 () when not traced
+    sampling: SamplingTrace | None = None  # temperature > 0, traced: acceptance probabilities, draws, residual
 
     @property
     def accept_length(self) -> int:
@@ -40,19 +56,12 @@ def warp(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.
     return filtered / filtered.sum(-1, keepdim=True)
 
 
-def reached_probs(tree: DraftTree, path, rows) -> tuple[float, ...]:
-    """Target probability of each node's token given its parent, for the children of the accepted path.
-
-    rows[i] is the target's distribution after path[i]. Other nodes were never checked: nan.
-    """
-    out = [float("nan")] * len(tree)
-    out[0] = 1.0
-    for node, row in zip(path, rows):
-        kids = tree.children[node]
-        if kids:
-            for k, v in zip(kids, row[torch.tensor([tree.tokens[k] for k in kids], device=row.device)].tolist()):
-                out[k] = v
-    return tuple(out)
+def node_probs(tree: DraftTree, probs: torch.Tensor) -> tuple[float, ...]:
+    """The target's probability of each node's token given its parent (1 for the root). probs [n, V]: the
+    target's distribution after each node."""
+    parents = torch.tensor(tree.parents[1:], device=probs.device, dtype=torch.long)
+    tokens = torch.tensor(tree.tokens[1:], device=probs.device, dtype=torch.long)
+    return (1.0,) + tuple(probs[parents, tokens].tolist())
 
 
 def verify_greedy(tree: DraftTree, logits: torch.Tensor, trace: bool = True) -> Verdict:
@@ -65,16 +74,15 @@ def verify_greedy(tree: DraftTree, logits: torch.Tensor, trace: bool = True) -> 
             break
         path.append(nxt)
         node = nxt
-    target_prob = ()
-    if trace:
-        rows = torch.softmax(logits[torch.tensor(path, device=logits.device)].float(), -1)  # [len(path), V]
-        target_prob = reached_probs(tree, path, rows)
+    target_prob = node_probs(tree, torch.softmax(logits.float(), -1)) if trace else ()
     return Verdict(accepted=tuple(path), bonus=argmax[node], target_token=tuple(argmax), target_prob=target_prob)
 
 
 def verify_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator, trace: bool = True) -> Verdict:
     """probs [n, V]: the target's (warped) distribution after each node."""
     argmax = tuple(probs.argmax(-1).tolist())
+    nan = float("nan")
+    accept_prob, draw = [nan] * len(tree), [nan] * len(tree)
     path, node = [0], 0
     while True:
         residual = probs[node].clone()
@@ -83,13 +91,21 @@ def verify_sampling(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
             x = tree.tokens[child]
             mass = residual.sum()
             u = torch.rand((), generator=generator, device=residual.device)
+            if trace:
+                accept_prob[child], draw[child] = float(residual[x] / mass), float(u)
             if u * mass < residual[x]:  # accept x with probability p(x) / sum(p): q is a point mass on x
                 accepted = child
                 break
             residual[x] = 0.0
         if accepted is None:
-            bonus = int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
-            target_prob = reached_probs(tree, path, probs[torch.tensor(path, device=probs.device)]) if trace else ()
-            return Verdict(accepted=tuple(path), bonus=bonus, target_token=argmax, target_prob=target_prob)
+            residual = residual / residual.sum()  # after rejections: p without the rejected tokens, renormalised
+            bonus = int(torch.multinomial(residual, 1, generator=generator))
+            if not trace:
+                return Verdict(accepted=tuple(path), bonus=bonus, target_token=argmax, target_prob=())
+            top = residual.topk(min(BONUS_TOP, residual.numel()))
+            trail = SamplingTrace(accept_prob=tuple(accept_prob), draw=tuple(draw),
+                                  bonus_from=tuple(zip(top.indices.tolist(), top.values.tolist())))
+            return Verdict(accepted=tuple(path), bonus=bonus, target_token=argmax,
+                           target_prob=node_probs(tree, probs), sampling=trail)
         path.append(accepted)
         node = accepted

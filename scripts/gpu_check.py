@@ -180,7 +180,7 @@ def verify_curve(target, drafter, prompt, plan: Plan) -> dict:
     session = start("gumiho", target, prompt, DecodeConfig(max_new_tokens=64), TreeConfig(), drafter, trace=False)
     for _ in range(3):
         session.step()
-    plain_s, costs = measure_verify(session, nodes=plan.curve, reps=plan.reps)
+    plain_s, costs = measure_verify(session, nodes=plan.curve, rounds=plan.reps)
     return {"context_tokens": session.cache.get_seq_length(), "plain_step_s": round(plain_s, 6),
             "verify_s": {n: round(s, 6) for n, s in costs.items()},
             "ratio_to_plain": {n: round(s / plain_s, 3) for n, s in costs.items()}}

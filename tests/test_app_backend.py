@@ -18,7 +18,7 @@ def test_auto_is_the_fallback_until_this_device_is_measured_then_the_measured_tr
 
     started, release = threading.Event(), threading.Event()
 
-    def choose(target, drafter, mode, progress):
+    def choose(target, drafter, mode, progress, **_):  # refresh, lock
         progress(0.6, "timing verification and drafting on this device")
         started.set()
         release.wait(10)
@@ -103,7 +103,7 @@ def test_the_api_waits_for_a_measurement_on_its_way_and_a_run_does_not(monkeypat
     from app.backend import Backend, auto_tree
 
     monkeypatch.setattr(auto_tree, "cached_tree_choice", lambda target, drafter, mode: None)
-    monkeypatch.setattr(auto_tree, "choose_tree", lambda target, drafter, mode, progress: fake_choice(mode))
+    monkeypatch.setattr(auto_tree, "choose_tree", lambda target, drafter, mode, progress, **_: fake_choice(mode))
     models = Backend("default", "default", "cpu")
     models.loader._loaded = fake_loaded()
     models.auto.expected = True  # what start_background() says before its thread settles the auto tree

@@ -80,12 +80,12 @@ def shot(page, name: str, selector: str | None = None) -> None:
     target.screenshot(path=str(path), **({} if selector else {"full_page": True}))
 
 
-def shot_both(page, name: str) -> None:
-    """The whole page at the laptop size, then at the desktop size."""
+def shot_both(page, name: str, selector: str | None = None) -> None:
+    """The whole page (or one element) at the laptop size, then at the desktop size."""
     for size in (LAPTOP, DESKTOP):
         page.set_viewport_size(size)
         page.wait_for_timeout(300)  # plotly redraws to the new width
-        shot(page, name)
+        shot(page, name, selector)
     page.set_viewport_size(LAPTOP)
 
 
@@ -136,6 +136,53 @@ def test_a_run_end_to_end_shows_tree_text_and_charts_and_equals_the_cli(page, cl
     assert page.locator("#answer textarea").input_value() == cli["text"]
     expect(page.locator("#how")).to_contain_text("The draft tree. Each step of this run verified up to 16 nodes")
     expect(page.locator("#how")).to_contain_text("the small (CPU) tree until this device is measured")
+    race_timing_and_what_if_are_on_screen(page)
+    mlp_nodes_in_some_step(page)
+
+
+def plot(page, chart: str) -> dict:
+    """The plotly figure of a chart, as the page holds it (data and layout)."""
+    return page.evaluate(f"(() => {{ const p = document.querySelector('#{chart} .js-plotly-plot'); "
+                         "return {data: p.data.map(t => ({name: t.name, type: t.type})), layout: p.layout}; })()")
+
+
+def race_timing_and_what_if_are_on_screen(page) -> None:
+    """The race's three lanes end in the order of their measured speeds, with identical outputs; the time per
+    step is stacked by phase; the what-if predicts on both cost curves and says it is a prediction."""
+    for chart in ("race", "timing", "whatif"):
+        shot_both(page, chart, f"#{chart}")
+    race = plot(page, "race")["layout"]
+    labels = [t.split("<br>") for t in race["yaxis"]["ticktext"]]  # bottom lane first
+    assert [name.strip("<b/>") for name, _ in labels] == ["plain", "serial", "gumiho"]
+    tokens = [int(what.split(" tokens")[0]) for _, what in labels]
+    speeds = [float(what.split("· ")[1].rstrip("/s")) for _, what in labels]
+    ends = [float(a["text"].strip("<b/> s")) for a in race["annotations"]][::-1]  # finish lines, top lane first
+    assert len(ends) == 3 and len(set(tokens)) == 1  # the same text in every lane, so speed orders the finish
+    for i in range(3):
+        assert abs(tokens[i] / ends[i] - speeds[i]) <= 0.06 + 0.01 * speeds[i]  # a label's rounding
+        for j in range(3):
+            if speeds[i] > speeds[j] + 0.1:
+                assert ends[i] < ends[j], (labels, ends)
+    expect(page.locator("#race-note")).to_contain_text("Identical output: gumiho, serial, plain wrote the same")
+    timing = {t["name"] for t in plot(page, "timing")["data"]}
+    assert {"verify: one target pass over the tree", "M1–M5: the MLP heads, all at once"} <= timing
+    assert any(name.startswith("S1") for name in timing)
+    whatif = [t["name"] for t in plot(page, "whatif")["data"]]
+    assert any("measured verify cost" in n for n in whatif) and any("GPU-like" in n for n in whatif)
+    assert any(n.startswith("measured in this run") for n in whatif)
+    expect(page.locator("#whatif-note")).to_contain_text("A prediction, not a measurement.")
+    expect(page.locator("#whatif-note")).to_contain_text("measured")
+
+
+def mlp_nodes_in_some_step(page, steps: int = 12) -> None:
+    """The default gumiho tree drafts past the serial steps: some step's tree holds MLP-head nodes."""
+    for _ in range(steps):
+        if page.locator("#tree svg g.gm-node title", has_text="MLP head").count():
+            shot(page, "tree-with-mlp-heads", "#tree")
+            return
+        page.click("#prev")
+        page.wait_for_timeout(700)
+    raise AssertionError(f"no MLP-head node in the last {steps} steps' trees")
 
 
 def test_every_control_does_something(page):
@@ -170,7 +217,7 @@ def test_every_control_does_something(page):
     page.click("#run")
     expect(page.locator("#status")).to_contain_text(ENDED, timeout=120_000)
     expect(page.locator("#depth .js-plotly-plot")).to_have_count(1)
-    assert axis_range(page, "depth", "xaxis") == [0.5, 7.5] and axis_range(page, "depth", "yaxis") == [0, 1.05]
+    assert axis_range(page, "depth", "xaxis") == [0.5, 7.5] and axis_range(page, "depth", "yaxis") == [0, 1.2]
     assert axis_range(page, "speedup", "xaxis")[0] == 0 and axis_range(page, "accept", "xaxis")[0] > 0
     expect(page.locator("#depth")).to_contain_text("no decoding step yet")
     shot(page, "one-token-run")
@@ -249,6 +296,9 @@ def test_the_generate_endpoint_returns_the_clis_values(app_url, cli):
     for key in ("token_ids", "text", "steps", "new_tokens", "mean_accept_len"):
         assert result[key] == cli[key], key
     assert result["tree_source"] == "the authors' tree"
+    default = Client(app_url, verbose=False).predict(PROMPT, api_name="/generate")  # every default: gumiho, auto
+    assert default["tree"]["mode"] == "gumiho" and default["tree"]["depth"] >= 3  # MLP heads in the tree
+    assert default["token_ids"][:TOKENS] == cli["token_ids"]  # lossless whatever the tree
 
 
 def test_a_hostile_run_file_is_refused_and_the_previous_run_stays_usable(page, tmp_path):

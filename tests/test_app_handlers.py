@@ -64,7 +64,7 @@ def test_pause_next_prev_resume_and_the_text_equals_the_clis(app_view, capsys):
     models, view = app_view
     user = UserState()
     frames = run_handler(models, view, user)
-    for _ in range(4):
+    while user.cursor < 1:  # pictures (those of the race's other lanes among them) until step 1 is on screen
         next(frames)
     user.pause = True  # what the Pause button does
     list(frames)
@@ -161,6 +161,59 @@ def test_a_run_with_preset_auto_says_which_tree_it_used(app_view):
                for f in frames)
     how = frames[-1][view.how]  # the run's names are escaped for Markdown (a backslash before each punctuation mark)
     assert "**The draft tree.**" in how and r"the small \(CPU\) tree until this device is measured" in how
+
+
+def _lane_steps(run) -> int:
+    return len(run.records) + len(run.baseline) + sum(len(r) for r in run.rivals.values())
+
+
+@needs_default
+def test_pause_and_stop_cut_a_turn_between_lanes_and_the_race_goes_on_where_it_stopped(app_view):
+    """advance() asks halt() before every lane-step (Pause/Stop wait for one lane-step at most, not for the whole
+    turn of three lanes); a cut turn goes on at the next call and the race ends as an uncut one does."""
+    from app.backend import advance, start_run
+    from app.render.race import race_html
+
+    models, _ = app_view
+    settings = parse_settings(form(prompt=PROMPT, max_new_tokens=12, preset="small (CPU)"), "cpu")
+    whole, live = start_run(models, settings)
+    while live.can_compute:
+        advance(models, whole, live)
+    run, live = start_run(models, settings)
+    asked, cut_at = [], []
+
+    def halt():  # the visitor presses Pause at every third question, so turns are cut between lanes
+        asked.append(True)
+        if len(asked) % 3:
+            return False
+        cut_at.append(_lane_steps(run))
+        return True
+
+    cuts = 0
+    while live.can_compute:
+        cut_at.clear()
+        advance(models, run, live, halt)
+        assert not cut_at or cut_at == [_lane_steps(run)], "a lane-step was taken after halt() said stop"
+        cuts += bool(cut_at)
+    assert cuts >= 3 and live.session is None  # turns were cut; the finished race is released
+    assert run.token_ids == whole.token_ids and run.baseline_ids == whole.baseline_ids
+    for method, records in whole.rivals.items():
+        assert [r.new_token_ids for r in run.rivals[method]] == [r.new_token_ids for r in records], method
+        assert run.rivals[method][-1].done
+    assert "Identical output" in race_html(run, len(run.records) - 1)
+    assert advance(models, run, live, halt) is None and _lane_steps(run) == _lane_steps(whole)
+
+
+@needs_default
+def test_the_animation_yields_after_every_lane_step(app_view):
+    """A cancelled event (Stop, a closed tab) can only end a generator between two pictures: so a picture comes
+    after every lane-step of the race, and a cancelled run computes one lane-step more at most."""
+    models, view = app_view
+    user, seen = UserState(), []
+    for _ in run_handler(models, view, user, max_new_tokens=12):
+        seen.append(_lane_steps(user.run) if user.run is not None else 0)
+    assert user.run.rivals and len(user.run.records) >= 3
+    assert max(b - a for a, b in zip(seen, seen[1:])) == 1 and seen[-1] == _lane_steps(user.run)
 
 
 @needs_default

@@ -40,7 +40,7 @@ def test_api_settings_are_the_clis_defaults():
     assert s.tree is None and s.preset == AUTO and s.decode == DecodeConfig(max_new_tokens=24, seed=3)
     paper = api_settings("hi", "serial", 24, 0.0, 3, tree="paper")
     assert paper.tree == TreeConfig() and paper.tree_source == "the authors' tree"
-    with pytest.raises(GumihoError, match="tree must be one of auto, paper; got 'big'"):
+    with pytest.raises(GumihoError, match="tree must be one of auto, fastest, paper; got 'big'"):
         api_settings("hi", "gumiho", 24, 0.0, 3, tree="big")
 
 

@@ -138,8 +138,9 @@ def test_autotree_timings_wait_for_the_device(tiny_pair, monkeypatch):
     session.step()
     syncs = []
     monkeypatch.setattr(costs, "synchronize", lambda device: syncs.append(device))
-    ar_s, verify_s = costs.measure_verify(session, nodes=(2, 4), reps=2)
-    assert set(syncs) == {target.device} and len(syncs) == 2 * 2 * 3  # before and after each of 2 reps, 3 curves
+    ar_s, verify_s = costs.measure_verify(session, nodes=(2, 4), rounds=2)
+    assert set(syncs) == {target.device} and len(syncs) == 2 * 3 * 3  # before and after each call: 3 sizes, a warm-up
+    #                                                                   round and 2 timed rounds
     assert set(verify_s) == {"2", "4"} and ar_s > 0
 
 

@@ -109,3 +109,36 @@ def test_speculative_sampling_has_the_target_distribution(temperature, top_p, mo
     assert accepted > n // 4, "the drafter must get tokens accepted for this test to mean anything"
     z = chi2_z(counts, want, n)
     assert z < 4, z
+
+
+def test_the_sampling_trace_records_the_draws_and_changes_nothing():
+    """The numbers the app shows: each tried node's acceptance probability (p(x) over what is left of p after the
+    earlier rejections), the draw it was accepted or rejected on, and the distribution the bonus came from.
+    Recording them draws no extra random numbers: traced and untraced verdicts are the same."""
+    torch.manual_seed(1)
+    tree = small_tree()
+    probs = torch.softmax(torch.randn(len(tree), 6) * 1.5, -1)
+    seen_rejection = seen_leaf = False
+    for seed in range(200):
+        v = verify_sampling(tree, probs, torch.Generator().manual_seed(seed))
+        plain = verify_sampling(tree, probs, torch.Generator().manual_seed(seed), trace=False)
+        assert (plain.accepted, plain.bonus, plain.sampling) == (v.accepted, v.bonus, None)
+        t = v.sampling
+        for node in v.accepted:
+            left = probs[node].clone()
+            for child in tree.children[node]:
+                if math.isnan(t.accept_prob[child]):
+                    break  # never tried: an earlier sibling was accepted
+                x = tree.tokens[child]
+                assert t.accept_prob[child] == pytest.approx(float(left[x] / left.sum()), rel=1e-5)
+                assert (t.draw[child] < t.accept_prob[child]) == (child in v.accepted)
+                left[x] = 0.0
+        last = v.accepted[-1]  # every child of it rejected (or it has none): the bonus's distribution is left
+        top = (left / left.sum()).topk(5)
+        assert [tok for tok, _ in t.bonus_from] == top.indices.tolist()
+        assert [p for _, p in t.bonus_from] == pytest.approx(top.values.tolist(), rel=1e-5)
+        seen_rejection |= bool(tree.children[last])
+        seen_leaf |= not tree.children[last]
+        assert v.target_prob == pytest.approx([1.0] + [float(probs[tree.parents[i], tree.tokens[i]])
+                                                       for i in range(1, len(tree))])
+    assert seen_rejection and seen_leaf

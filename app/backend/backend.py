@@ -14,6 +14,7 @@ import torch
 
 from gumiho_core import GUMIHO, GumihoError, resolve_device
 
+from ..settings import AUTO
 from ..state import ServerStatus, Settings
 from .auto_tree import AutoPick, AutoTree
 from .live import LiveRuns
@@ -28,13 +29,13 @@ class Backend:
                  device_map: str | None = None, trust_remote_code: bool = False, auto_tree: str = "measure",
                  whole_runs: bool = False):
         self.device = str(resolve_device(device))
-        self.auto = AutoTree(self.device, auto_tree)
+        self.step_lock = threading.Lock()  # one decoding step at a time, across all visitors (and measurements)
+        self.auto = AutoTree(self.device, auto_tree, lock=self.step_lock)
         self.loader = ModelLoader(target, draft, self.device, dtype=dtype, device_map=device_map,
                                   trust_remote_code=trust_remote_code)
         self.live = LiveRuns()
         self.max_prompt_tokens = max_prompt_tokens
         self.whole_runs = whole_runs  # ZeroGPU: a run is computed in one GPU call, then animated from its records
-        self.step_lock = threading.Lock()  # one decoding step at a time, across all visitors
 
     @property
     def ready(self) -> bool:
@@ -56,9 +57,13 @@ class Backend:
             loaded = None  # the auto tree stays the fallback; settle_all says so at once
         self.auto.settle_all(loaded)
 
-    def auto_tree(self, method: str) -> AutoPick:
-        """What "auto" means for `method` right now."""
-        return self.auto.pick(method, self.ready)
+    def auto_tree(self, method: str, preset: str = AUTO) -> AutoPick:
+        """What "auto" (or "fastest") means for `method` right now."""
+        return self.auto.pick(method, self.ready, preset)
+
+    def remeasure(self) -> str:
+        """Measure this device's trees again, in the background; returns what the page should say."""
+        return self.auto.remeasure(self.loader.loaded)
 
     def settle(self, settings: Settings, wait: bool = False) -> Settings:
         """`settings` with a tree (see AutoTree.settle)."""

@@ -3,7 +3,7 @@
 the baseline; and the whole runs of whole-run mode (ZeroGPU) and of the API."""
 from __future__ import annotations
 
-from gumiho_core import AR, GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
+from gumiho_core import AR, TREE_MODES, GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
 
 from ..state import FULL_PRECISION, HALF_PRECISION, Run, Settings
 from .backend import Backend
@@ -45,8 +45,22 @@ def _drafter(loaded: Loaded, method: str):
     return loaded.drafter
 
 
+def _rivals(loaded: Loaded, settings: Settings, ids: list[int]) -> dict:
+    """The other drafting methods on the same prompt with the same tree shape (the same budget), for the race."""
+    if loaded.drafter is None or settings.tree is None:
+        return {}
+    return {m: start(m, loaded.target, ids, settings.decode, settings.tree, loaded.drafter)
+            for m in TREE_MODES if m != settings.method}
+
+
+def _verify_ratios(backend: Backend) -> dict[int, float]:
+    """This device's measured cost of verifying n tokens, in plain steps (any drafting mode's measurement)."""
+    choice = next(iter(backend.auto.choices.values()), None)
+    return {} if choice is None else {int(n): s / choice.ar_step_s for n, s in choice.verify_s.items()}
+
+
 def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
-    """A new run: the tree settled, both decoders created and the prompt checked before any step is taken."""
+    """A new run: the tree settled, every decoder created and the prompt checked before any step is taken."""
     loaded = backend.get()
     settings = backend.settle(settings)
     target, tok = loaded.target, loaded.target.tokenizer
@@ -54,9 +68,11 @@ def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
     session = start(settings.method, target, ids, settings.decode, settings.tree, _drafter(loaded, settings.method))
     baseline = None if settings.method == AR else start(AR, target, ids, settings.decode)
     dtype = str(target.dtype).removeprefix("torch.")
+    rivals = _rivals(loaded, settings, ids)
     run = Run(settings, target.name, backend.device, len(ids), notes=list(loaded.notes),
-              special_ids=set(tok.all_special_ids), dtype=dtype if dtype in FULL_PRECISION + HALF_PRECISION else "")
-    live = Live(session, baseline, tok, backend.live)
+              special_ids=set(tok.all_special_ids), dtype=dtype if dtype in FULL_PRECISION + HALF_PRECISION else "",
+              rivals={m: [] for m in rivals}, verify_ratios=_verify_ratios(backend))
+    live = Live(session, baseline, tok, backend.live, rivals)
     backend.live.keep(live)
     return run, live
 
@@ -64,6 +80,21 @@ def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
 def _step(backend: Backend, session):
     with backend.step_lock:
         return session.step()
+
+
+def _never() -> bool:
+    return False
+
+
+def _catch_up(backend: Backend, run: Run, live: Live, session):
+    """The race's other lanes take their lane-steps, one at a time (a generator: it yields after each), until each
+    has as many tokens as this run's `session` (to its own end once it is done)."""
+    until = None if session.done else len(session.generated)
+    others = [(rival, run.rivals[m].append) for m, rival in live.rivals.items()] + [(live.baseline, run.add_baseline)]
+    for lane, record in others:
+        while lane is not None and not lane.done and (until is None or len(lane.generated) < until):
+            record(_step(backend, lane))
+            yield None
 
 
 def _learn_pieces(run: Run, tokenizer, record) -> None:
@@ -77,19 +108,48 @@ def _learn_pieces(run: Run, tokenizer, record) -> None:
     run.pieces.update(zip(new, token_pieces(tokenizer, new)))
 
 
-def advance(backend: Backend, run: Run, live: Live):
-    """One step of the run, then plain decoding until it has as many tokens (interleaved, so both runs
-    see the same machine load). Returns the step's record."""
-    session, base = live.session, live.baseline
-    backend.live.keep(live)  # recently used: the last to be evicted
+def _own_step(backend: Backend, run: Run, live: Live, session):
     record = _step(backend, session)
     run.add(record)
     _learn_pieces(run, live.tokenizer, record)
     run.text = decode_tokens(live.tokenizer, run.token_ids)
-    while base is not None and not base.done and (not run.baseline or run.baseline[-1][0] < record.total_new_tokens):
-        run.add_baseline(_step(backend, base))
-    if session.done:
+    return record
+
+
+def turn(backend: Backend, run: Run, live: Live):
+    """The run's next turn, a lane-step at a time: the race's other lanes finish the last turn (where the caller
+    stopped early), then this run takes one step and each rival and plain decoding catch up with it (interleaved,
+    so all see the same machine load); once the run is done, each of them goes on to its own end.
+
+    A generator that yields after every lane-step: this run's new step record after its own, None after another
+    lane's. The caller may stop between any two (Pause, Stop, a cancelled event); the next turn() goes on there."""
+    session = live.session
+    if session is None:  # released meanwhile (Stop)
+        return
+    backend.live.keep(live)  # recently used: the last to be evicted
+    yield from _catch_up(backend, run, live, session)
+    if not session.done:
+        yield _own_step(backend, run, live, session)
+        yield from _catch_up(backend, run, live, session)
+    if session.done and live.session is session:
         live.release()
+        note = backend.auto.judge(run, backend.loader.loaded)
+        if note:
+            run.notes.append(note)
+
+
+def advance(backend: Backend, run: Run, live: Live, halt=_never):
+    """turn() as one call. halt() is asked before every lane-step: when it answers True the turn stops there (it
+    goes on at the next call). Returns this run's new step, or None when the turn took none (halted first, or only
+    the other lanes were left)."""
+    record, steps = None, turn(backend, run, live)
+    try:
+        while not halt():
+            record = next(steps) or record
+    except StopIteration:
+        pass
+    finally:
+        steps.close()
     return record
 
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from gumiho_core import AR, GUMIHO, MAX_DEPTH, SERIAL
+from gumiho_core import AR, GUMIHO, MAX_DEPTH, SERIAL, Acceptance
 
 from ..state import Run
+from .lanes import lanes
 from .palette import TARGET, look
 from .stats import run_stats, running_speedup
 from .text_view import token_origins
@@ -82,33 +83,39 @@ def accept_figure(run: Run, upto: int) -> go.Figure:
 
 
 def depth_figure(run: Run, upto: int) -> go.Figure:
-    """Per depth: how often the accepted path got there, and how often the token there was right once it did."""
-    stats = run_stats(run, upto)
-    fig = _figure("Acceptance by depth", "draft depth", "share of steps")
+    """Per depth, for each drafting lane of the race (gumiho and serial side by side): how often the drafted token
+    was right once the accepted path had got that far."""
+    fig = _figure("Acceptance by depth: gumiho beside serial", "draft depth (tag: who drafted it)",
+                  "right, given the path got there")
     depths = list(range(1, MAX_DEPTH + 1))
     # the axes are fixed, so an empty chart already shows what will come (plotly's default is -1..6)
-    fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
+    fig.update_yaxes(range=[0, 1.2], tickformat=".0%", tickvals=[0, 0.25, 0.5, 0.75, 1])
     fig.update_xaxes(range=[0.5, MAX_DEPTH + 0.5], tickvals=depths)
-    if run.settings.method == AR or not stats.steps:
+    drafting = [lane for lane in lanes(run, upto) if lane.method != AR and any(r.tree for r in lane.records)]
+    if not drafting:
         why = "plain decoding drafts nothing" if run.settings.method == AR else "no decoding step yet"
         fig.add_annotation(text=why, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=16))
         return fig
-    heads = _head_by_depth(run, upto)
-    rates = stats.depth_rates
-    fig.add_bar(x=depths, y=[r or 0 for r in rates], name="right, given the path got there",
-                marker=dict(color=[look(heads.get(d, "")).colour for d in depths]),
-                text=[f"{look(heads[d]).tag}" if d in heads else "" for d in depths], textposition="inside",
-                customdata=list(zip(stats.depth_accepted, stats.depth_reached)),
-                hovertemplate="depth %{x}: %{customdata[0]} of %{customdata[1]} steps<extra></extra>")
-    reach = [a / stats.steps for a in stats.depth_accepted]
-    fig.add_scatter(x=depths, y=reach, mode="lines+markers", name="steps whose path reached it",
-                    line=dict(color="#111111", width=2))
+    for lane in drafting:
+        acceptance = Acceptance()
+        for rec in lane.records:
+            acceptance.add_step(rec)
+        reached, accepted = acceptance.reached[1:], acceptance.accepted[1:]
+        heads = _head_by_depth(lane.records)
+        fig.add_bar(x=depths, y=[a / r if r else 0 for a, r in zip(accepted, reached)], name=lane.method,
+                    marker=dict(color=METHOD_COLOUR[lane.method]),
+                    text=[f"{look(heads[d]).tag}<br>{a / r:.0%}" if d in heads and r else ""
+                          for d, a, r in zip(depths, accepted, reached)],
+                    textposition="outside", cliponaxis=False, customdata=list(zip(accepted, reached)),
+                    hovertemplate=f"{lane.method}, depth %{{x}}: right in %{{customdata[0]}} of %{{customdata[1]}} "
+                                  "steps<extra></extra>")
+    fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)
     return fig
 
 
-def _head_by_depth(run: Run, upto: int) -> dict[int, str]:
+def _head_by_depth(records) -> dict[int, str]:
     heads = {}
-    for rec in run.records[: upto + 1]:
+    for rec in records:
         if rec.tree is not None:
             heads.update({d: p for d, p in zip(rec.tree.depth, rec.tree.proposer) if d > 0})
     return heads

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import PurePath
 
-from gumiho_core import AR, TREE_MODES
+from gumiho_core import AR, REMEASURE_GAP, TREE_MODES
 
 from ..messages import scrub
 from ..settings import AUTO, fallback_preset
@@ -35,7 +35,11 @@ def describe(user: UserState) -> str:
     run = user.run
     if run is None:
         return "Type a prompt and press <b>Run</b>."
+    if not run.records and not user.can_compute:
+        return "Stopped before the first step. Press <b>Run</b> to start again."
     where = f"step {user.cursor} of {len(run.records) - 1}"
+    if user.can_compute and run.finished:
+        return f"Paused at {where}: the race's other lanes have not finished yet; <b>Resume</b> lets them finish."
     if user.can_compute:
         return f"Paused at {where}. <b>Next</b> shows one more step, <b>Resume</b> goes on, <b>Prev</b> goes back."
     browse = "<b>Prev</b>/<b>Next</b> step through it, <b>Replay</b> animates it again, <b>Export</b> saves it."
@@ -49,16 +53,20 @@ def _tree_words(run) -> str:
     s = run.settings
     if s.method == AR or s.tree is None:
         return ""
-    fallback = " (not measured here yet)" if s.preset != AUTO and s.preset.startswith(AUTO) else ""
+    fallback = " (not measured here yet)" if "→" in s.preset else ""
     return f", tree <i>{escape(s.preset)}</i>{fallback}: {s.tree.total_tokens} nodes"
 
 
-def running_line(user: UserState, what: str) -> str:
-    """The status line while a run animates: `what` it does ("Running", "Replaying ..."), where it is."""
+def running_line(user: UserState, what: str, racing: bool = False) -> str:
+    """The status line while a run animates: `what` it does ("Running", "Replaying ..."), where it is, and
+    (racing) that the race's other lanes are taking their steps."""
     run = user.run
     last = "…" if user.can_compute else len(run.records) - 1
+    lanes = " and ".join([*run.rivals, *(["plain decoding"] if run.baseline or run.settings.method != AR else [])])
+    doing = (f" The race's other lanes ({escape(lanes)}) are catching up." if racing and lanes
+             else " <b>Pause</b> to step back and forth.")
     return (f"{what} <b>{escape(run.settings.method)}</b> on {escape(run.target)} ({escape(run.device)})"
-            f"{_tree_words(run)}: step {max(user.cursor, 0)} of {last}. <b>Pause</b> to step back and forth.")
+            f"{_tree_words(run)}: step {max(user.cursor, 0)} of {last}.{doing}")
 
 
 def _drafter_words(status: ServerStatus) -> str:
@@ -70,6 +78,8 @@ def _drafter_words(status: ServerStatus) -> str:
 
 
 def _auto_words(status: ServerStatus) -> str:
+    if status.measuring is not None and status.choices:
+        return f"measuring this device {escape(status.measuring)}; auto runs use the last measurement meanwhile"
     if status.measuring is not None:
         return (f"measuring this device once ({escape(status.measuring)}); until then auto runs use the "
                 f"<i>{escape(fallback_preset(status.device))}</i> tree")
@@ -96,8 +106,10 @@ def model_line(status: ServerStatus) -> str:
 
 def auto_note(status: ServerStatus) -> str:
     """Markdown under the tree settings: what auto chose on this device and why, or what it uses until then."""
-    head = (f"**{AUTO}** (the default, like the CLI's `--tree auto`): the tree with the best tokens/s measured on "
-            "this device, once per device, target and drafter.")
+    head = (f"**{AUTO}** (the default, like the CLI's `--tree auto`): the fastest tree measured on this device that "
+            "drafts deeper than the serial steps, so that the MLP heads always take part; **fastest**: the fastest "
+            f"of any depth. Measured once per device, target and drafter; a run whose steps cost more than "
+            f"{REMEASURE_GAP:.0%} off the prediction measures again, as does the button below.")
     chosen = [f"*{mode}:* {escape(status.choices[mode].summary())}" for mode in TREE_MODES if mode in status.choices]
     if chosen:
         return "\n\n".join([head, *chosen])

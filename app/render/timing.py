@@ -1,0 +1,47 @@
+"""Time per step: every decoding step of the run on screen as a stacked bar of where its time went (each
+drafting phase, choosing the tree, verification, commit), beside the cost of one plain step measured alongside."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from gumiho_core import AR, PREFILL
+
+from ..state import Run
+from .lanes import lanes
+from .phases import PLAIN_STEP, VERIFY, part_look, part_order, parts
+
+
+def _plain_step_ms(run: Run, upto: int) -> float | None:
+    plain = next((lane for lane in lanes(run, upto) if lane.method == AR), None)
+    times = [s.end - s.start for s in plain.steps[1:]] if plain else []
+    return 1000 * sum(times) / len(times) if times else None
+
+
+def timing_figure(run: Run, upto: int) -> go.Figure:
+    method = run.settings.method
+    steps = [r for r in run.records[: upto + 1] if r.kind != PREFILL]
+    fig = go.Figure()
+    fig.update_layout(title=dict(text=f"Time per step, {'plain decoding' if method == AR else method} (measured)",
+                                 font=dict(size=15)), template="plotly_white",
+                      font=dict(size=14, family="system-ui, sans-serif"), height=360, barmode="stack", bargap=0.15,
+                      margin=dict(l=64, r=16, t=48, b=52), xaxis_title="step (the prefill is not shown)",
+                      yaxis_title="milliseconds", legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left",
+                                                              x=1.01, font=dict(size=13), traceorder="reversed"))
+    by_key: dict[str, list[float]] = {}
+    for i, rec in enumerate(steps):
+        for part in parts(rec):
+            by_key.setdefault(part.key, [0.0] * len(steps))[i] += 1000 * part.seconds
+    for key in part_order(by_key):
+        lk = PLAIN_STEP if method == AR and key == VERIFY else part_look(key)
+        fig.add_bar(x=[r.index for r in steps], y=by_key[key], name=lk.label, marker=dict(color=lk.colour),
+                    hovertemplate=f"step %{{x}}: {lk.tag} %{{y:.1f}} ms<extra></extra>")
+    plain = _plain_step_ms(run, upto)
+    if plain is not None:
+        fig.add_scatter(x=[0.4, len(steps) + 0.6], y=[plain, plain], mode="lines",
+                        name=f"one plain step: {plain:.0f} ms", line=dict(color="#111111", dash="dot", width=2),
+                        hoverinfo="skip")
+    fig.update_xaxes(range=[0.4, max(len(steps), 1) + 0.6], dtick=1 if len(steps) <= 20 else None)
+    if not steps:
+        fig.add_annotation(text="no decoding step yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                           font=dict(size=16))
+    return fig
