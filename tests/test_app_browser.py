@@ -84,7 +84,7 @@ def shot_both(page, name: str, selector: str | None = None) -> None:
     """The whole page (or one element) at the laptop size, then at the desktop size."""
     for size in (LAPTOP, DESKTOP):
         page.set_viewport_size(size)
-        page.wait_for_timeout(300)  # plotly redraws to the new width
+        page.wait_for_timeout(1500)  # plotly redraws to the new width (its margins in a second pass)
         shot(page, name, selector)
     page.set_viewport_size(LAPTOP)
 

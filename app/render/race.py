@@ -60,10 +60,10 @@ def race_figure(run: Run, upto: int) -> go.Figure:
     fig = go.Figure()
     title = "Race on this machine: the same prompt, steps interleaved (compute seconds, animation excluded)"
     fig.update_layout(title=dict(text=title, font=dict(size=16)),
-                      template="plotly_white", font=dict(size=14, family="system-ui, sans-serif"), height=330,
-                      margin=dict(l=150, r=20, t=46, b=40), barmode="overlay", bargap=0.3,
-                      uniformtext=dict(minsize=10, mode="hide"),
-                      legend=dict(orientation="h", yanchor="top", y=-0.14, x=0, font=dict(size=12)))
+                      template="plotly_white", font=dict(size=14, family="system-ui, sans-serif"), height=350,
+                      margin=dict(l=150, r=20, t=84, b=10), barmode="overlay", bargap=0.3,
+                      uniformtext=dict(minsize=10, mode="hide"),  # the time ruler on top, the legend under the lanes
+                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0, font=dict(size=12)))
     bars = _bars(shown)
     for key in part_order(bars):
         lk = PLAIN_STEP if key == "plain" else part_look(key)
@@ -74,7 +74,7 @@ def race_figure(run: Run, upto: int) -> go.Figure:
                     hovertext=b["hover"], hoverinfo="text", cliponaxis=False)
     _finish_lines(fig, shown)
     end = max([lane.end for lane in shown] + [0.1])
-    fig.update_xaxes(range=[0, end * 1.1], ticksuffix=" s")
+    fig.update_xaxes(range=[0, end * 1.1], ticksuffix=" s", side="top")
     fig.update_yaxes(tickvals=list(range(len(shown))), ticktext=[_label(lane) for lane in reversed(shown)],
                      range=[-0.6, max(len(shown), 1) - 0.4], showgrid=False)
     if not shown:
