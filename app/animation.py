@@ -100,6 +100,7 @@ def play(view: View, user: UserState, backend: Backend | None = None, one_step: 
         user.busy = False
         if user.stop:  # Stop came while a step was being computed: the step cut short is shown whole
             user.stage = COMMITTED
-        if user.live is not None and not user.live.can_compute:
+        if user.live is not None and not user.live.can_compute:  # every lane done (maybe cut before turn() saw it)
+            user.live.release()
             user.live = None
     yield picture(view, user, describe(user))

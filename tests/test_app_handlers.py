@@ -169,39 +169,36 @@ def _lane_steps(run) -> int:
 
 @needs_default
 def test_pause_and_stop_cut_a_turn_between_lanes_and_the_race_goes_on_where_it_stopped(app_view):
-    """advance() asks halt() before every lane-step (Pause/Stop wait for one lane-step at most, not for the whole
-    turn of three lanes); a cut turn goes on at the next call and the race ends as an uncut one does."""
-    from app.backend import advance, start_run
+    """turn() takes one lane-step per iteration, so the animation can stop (Pause, Stop, a cancelled event)
+    between any two lanes of a turn; a cut turn goes on at the next turn() and the race ends as an uncut one does."""
+    from app.backend import start_run, turn
     from app.render.race import race_html
 
     models, _ = app_view
     settings = parse_settings(form(prompt=PROMPT, max_new_tokens=12, preset="small (CPU)"), "cpu")
     whole, live = start_run(models, settings)
     while live.can_compute:
-        advance(models, whole, live)
+        for _ in turn(models, whole, live):
+            pass
     run, live = start_run(models, settings)
-    asked, cut_at = [], []
-
-    def halt():  # the visitor presses Pause at every third question, so turns are cut between lanes
-        asked.append(True)
-        if len(asked) % 3:
-            return False
-        cut_at.append(_lane_steps(run))
-        return True
-
-    cuts = 0
+    cuts, n = 0, 0
     while live.can_compute:
-        cut_at.clear()
-        advance(models, run, live, halt)
-        assert not cut_at or cut_at == [_lane_steps(run)], "a lane-step was taken after halt() said stop"
-        cuts += bool(cut_at)
+        n += 1
+        steps, before = turn(models, run, live), _lane_steps(run)
+        for taken, _ in enumerate(steps, 1):
+            assert _lane_steps(run) == before + taken  # exactly one lane-step per iteration
+            if taken == n % 3 + 1:  # the visitor stops after 1, 2 or 3 lane-steps
+                break
+        cuts += steps.gi_frame is not None  # suspended mid-turn: a cut
+        steps.close()
+        assert _lane_steps(run) == before + taken, "a lane-step was taken after the caller stopped"
     assert cuts >= 3 and live.session is None  # turns were cut; the finished race is released
     assert run.token_ids == whole.token_ids and run.baseline_ids == whole.baseline_ids
     for method, records in whole.rivals.items():
         assert [r.new_token_ids for r in run.rivals[method]] == [r.new_token_ids for r in records], method
         assert run.rivals[method][-1].done
     assert "Identical output" in race_html(run, len(run.records) - 1)
-    assert advance(models, run, live, halt) is None and _lane_steps(run) == _lane_steps(whole)
+    assert list(turn(models, run, live)) == [] and _lane_steps(run) == _lane_steps(whole)
 
 
 @needs_default

@@ -11,7 +11,7 @@ from .auto_tree import AUTO_TREE_POLICIES, AutoPick
 from .backend import DEFAULT_MAX_PROMPT_TOKENS, Backend, set_threads
 from .live import MAX_LIVE_RUNS, Live
 from .loader import Loaded
-from .runs import advance, api_generate, compute_run, on_gpu, start_run, turn
+from .runs import api_generate, compute_run, on_gpu, start_run, turn
 
 __all__ = ["AUTO_TREE_POLICIES", "DEFAULT_MAX_PROMPT_TOKENS", "MAX_LIVE_RUNS", "AutoPick", "Backend", "Live", "Loaded",
-           "advance", "api_generate", "compute_run", "on_gpu", "set_threads", "start_run", "turn"]
+           "api_generate", "compute_run", "on_gpu", "set_threads", "start_run", "turn"]

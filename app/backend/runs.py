@@ -82,10 +82,6 @@ def _step(backend: Backend, session):
         return session.step()
 
 
-def _never() -> bool:
-    return False
-
-
 def _catch_up(backend: Backend, run: Run, live: Live, session):
     """The race's other lanes take their lane-steps, one at a time (a generator: it yields after each), until each
     has as many tokens as this run's `session` (to its own end once it is done)."""
@@ -138,26 +134,12 @@ def turn(backend: Backend, run: Run, live: Live):
             run.notes.append(note)
 
 
-def advance(backend: Backend, run: Run, live: Live, halt=_never):
-    """turn() as one call. halt() is asked before every lane-step: when it answers True the turn stops there (it
-    goes on at the next call). Returns this run's new step, or None when the turn took none (halted first, or only
-    the other lanes were left)."""
-    record, steps = None, turn(backend, run, live)
-    try:
-        while not halt():
-            record = next(steps) or record
-    except StopIteration:
-        pass
-    finally:
-        steps.close()
-    return record
-
-
 def compute_run(backend: Backend, settings: Settings) -> Run:
     """A whole run at once, as plain data (no tensors): what a ZeroGPU Space computes in one GPU call."""
     run, live = start_run(backend, settings)
     while live.can_compute:
-        advance(backend, run, live)
+        for _ in turn(backend, run, live):
+            pass
     live.release()
     return run
 

@@ -6,7 +6,7 @@ import logging
 import random
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -113,15 +113,17 @@ def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
     return cfg.lr * max(0.0, (total - step) / max(1, total - warm))
 
 
-def optimizer_steps(batches: list[list[Sequence]], tokens_per_step: int) -> int:
-    """How many optimizer steps an epoch over `batches` makes: gradients of whole micro-batches accumulate until
-    they hold tokens_per_step tokens (so a step usually takes more than tokens_per_step / micro_tokens of them)."""
-    steps, acc = 0, 0
-    for micro in batches:
+def step_ends(batches: list[list[Sequence]], tokens_per_step: int) -> list[int]:
+    """The micro-batches after which the optimizer steps: gradients of whole micro-batches accumulate until they
+    hold tokens_per_step tokens (so a step usually takes more than tokens_per_step / micro_tokens of them), and the
+    epoch's last micro-batch ends a step too. len() of it is the epoch's optimizer steps."""
+    ends, acc = [], 0
+    for i, micro in enumerate(batches):
         acc += sum(s.ids.shape[0] for s in micro)
-        if acc >= tokens_per_step:
-            steps, acc = steps + 1, 0
-    return max(1, steps + (acc > 0))
+        if acc >= tokens_per_step or i == len(batches) - 1:
+            ends.append(i)
+            acc = 0
+    return ends
 
 
 class Trainer:
@@ -139,8 +141,8 @@ class Trainer:
             vocab = choose_draft_vocab(self.train_seqs, cfg.draft_vocab, target)
             self.drafter = new_drafter(target, vocab, cfg)
             self.opt = self._optimizer()
-        self.steps_per_epoch = optimizer_steps(micro_batches(self.train_seqs, cfg.micro_tokens, random.Random(0)),
-                                               cfg.tokens_per_step)
+        self.steps_per_epoch = len(step_ends(micro_batches(self.train_seqs, cfg.micro_tokens, random.Random(0)),
+                                             cfg.tokens_per_step))
         self.total_steps = self.steps_per_epoch * cfg.epochs
 
     def _optimizer(self):
@@ -173,35 +175,33 @@ class Trainer:
         dev = self.target.device.type
         return torch.autocast(dev, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16")
 
+    def _on_device(self, micro: list[Sequence]):
+        batch = collate(micro)
+        return type(batch)(*(getattr(batch, f.name).to(self.target.device) for f in fields(batch)))
+
     def train_epoch(self) -> dict:
         self.drafter.train()
         batches = micro_batches(self.train_seqs, self.cfg.micro_tokens, self.rng)
+        ends = set(step_ends(batches, self.cfg.tokens_per_step))
         # this epoch's steps counted exactly, the later ones estimated alike: the rate reaches 0 at the last step
-        self.steps_per_epoch = optimizer_steps(batches, self.cfg.tokens_per_step)
+        self.steps_per_epoch = len(ends)
         self.total_steps = self.step + self.steps_per_epoch * (self.cfg.epochs - self.epoch)
-        weights, dev = self._weights(), self.target.device
-        sums, n_tok, acc_tokens = Counter(), 0, 0
-        t0 = time.time()
+        weights, sums, n_tok, t0 = self._weights(), Counter(), 0, time.time()
         bar = tqdm(batches, desc=f"epoch {self.epoch + 1}/{self.cfg.epochs}", unit="batch", leave=False)
-        for micro in bar:
-            batch = collate(micro)
-            batch = type(batch)(*(t.to(dev) for t in (batch.hidden, batch.ids, batch.valid, batch.assistant,
-                                                      batch.lengths)))
+        for i, micro in enumerate(bar):
+            batch = self._on_device(micro)
             tokens = int(batch.valid.sum())
             with self._autocast():
                 loss, metrics = gumiho_loss(self.drafter, batch, weights,
-                                            uniform_noise(batch, self.cfg.noise).to(dev), metrics=False)
+                                            uniform_noise(batch, self.cfg.noise).to(batch.hidden.device),
+                                            metrics=False)
             (loss * tokens / self.cfg.tokens_per_step).backward()
-            acc_tokens += tokens
             for k, v in metrics.items():
                 sums[k] += v * tokens
             n_tok += tokens
-            if acc_tokens >= self.cfg.tokens_per_step:
+            if i in ends:
                 self._optimizer_step()
-                acc_tokens = 0
             bar.set_postfix(loss=f"{metrics['loss']:.3f}", l1=f"{metrics['serial_l1']:.3f}")
-        if acc_tokens:
-            self._optimizer_step()
         self.epoch += 1
         row = {"epoch": self.epoch, "step": self.step, "seconds": time.time() - t0,
                **{f"train_{k}": v / n_tok for k, v in sums.items()}, **self.validate()}
@@ -223,11 +223,8 @@ class Trainer:
             return {}
         self.drafter.eval()
         sums, n_tok = Counter(), 0
-        dev = self.target.device
         for micro in micro_batches(self.val_seqs, self.cfg.micro_tokens, random.Random(0)):
-            batch = collate(micro)
-            batch = type(batch)(*(t.to(dev) for t in (batch.hidden, batch.ids, batch.valid, batch.assistant,
-                                                      batch.lengths)))
+            batch = self._on_device(micro)
             with self._autocast():
                 _, metrics = gumiho_loss(self.drafter, batch, OBJECTIVES[self.cfg.objective])
             tokens = int(batch.valid.sum())
