@@ -305,14 +305,14 @@ def deploy(plan: Plan, api, token: str):
                  commit_message=f"Deploy with scripts/deploy_space.py ({plan.source})")
 
 
-def main(argv=None, api=None, get_token=None) -> int:
-    """api and get_token default to huggingface_hub's HfApi() and get_token (tests pass fakes)."""
+def main(argv=None, api=None, get_token=None, root: Path = ROOT) -> int:
+    """Deploys `root` (this checkout); api and get_token default to huggingface_hub's HfApi() and get_token."""
     import huggingface_hub
 
     get_token = get_token or huggingface_hub.get_token
     try:
         args = parse_args(argv)
-        plan = make_plan(args)
+        plan = make_plan(args, root)
         token = get_token()
         print("\n".join(describe(plan, token is not None)))
         if args.dry_run:
