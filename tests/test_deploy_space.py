@@ -19,6 +19,7 @@ from app_data import needs_default
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import deploy_space  # noqa: E402
+import space_files  # noqa: E402
 
 LISTED = re.compile(r"^ *([\d,]+) +[\d.]+ k?M?G?B  (.+?)(  \(LFS\))?$")  # a dry run's file line: bytes, size, path
 README = "---\ntitle: t\nsdk: gradio\napp_file: app.py\n---\n\n# t\n"
@@ -146,7 +147,7 @@ def test_bad_input_exits_2_with_one_line_naming_it(checkout, capsys, argv, bad):
                                                  ("MAX_FOLDER_ENTRIES", 3, "folder '.' would hold "
                                                   f"{len({p.split('/')[0] for p in GOING})} entries")])
 def test_a_file_list_over_the_hubs_limits_fails_before_any_call(checkout, capsys, monkeypatch, limit, value, message):
-    monkeypatch.setattr(deploy_space, limit, value)
+    monkeypatch.setattr(space_files, limit, value)
     hub = FakeHub()
     assert deploy_space.main(["me/demo"], api=hub, get_token=lambda: "hf_test", root=checkout) == 2
     assert message in capsys.readouterr().err and hub.calls == []
