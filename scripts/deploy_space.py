@@ -154,8 +154,8 @@ def describe(plan: Plan, token_found: bool) -> list[str]:
     lines = [f"Space {plan.space_id} (sdk {SDK}{', private' if plan.private else ''}), from {plan.root} "
              f"({plan.source})"]
     lines += [f"{f.size:>12,d}  {human(f.size):>9}  {f.path}{'  (LFS)' if f.lfs else ''}" for f in plan.files]
-    lines.append(f"{len(plan.files)} files, {plan.total:,d} bytes ({human(plan.total)}) in total; "
-                 f"(LFS): over {LFS_ABOVE // 2**20} MiB, stored in LFS")
+    lines.append(f"{len(plan.files)} files, {plan.total:,d} bytes ({human(plan.total)}) in total "
+                 f"((LFS): over {LFS_ABOVE // 2**20} MiB, so stored in LFS)")
     lines += [f"left out: {n} file{'s' * (n != 1)}: {reason}" for reason, n in plan.left_out]
     lines.append(f"hardware: {plan.hardware or 'unchanged (a new Space starts on cpu-basic)'}")
     lines.append("variables: " + (", ".join(f"{k}={v}" for k, v in plan.variables) or "none set"))
