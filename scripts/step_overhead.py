@@ -8,9 +8,10 @@ For each method it runs one session under a TorchDispatchMode that counts every 
 drafter's network (fuse / serial / heads / logits) and the rest (tree building, masks, pool selection,
 verification, cache commit); and it counts host reads: element reads into Python (item, float, int, bool,
 index on a tensor) and copies to the host (tolist, cpu, numpy). On a GPU each op outside the models is a kernel
-launch and each host read waits for the queue. A second session of the same prompt, not counted, gives CPU times
-per step: the drafting phase (build_tree) and the rest outside the target's forward. Prefill steps are
-left out of every figure.
+launch and each host read waits for the queue. A second session of the same prompt, not counted, gives times
+per step: the drafting phase (build_tree) and the rest outside the target's forward (CPU process time; on a GPU,
+wall time with the queue drained at each boundary). Prefill steps are left out of every figure.
+scripts/gpu_check.py records the same breakdown on a GPU.
 """
 from __future__ import annotations
 
@@ -114,45 +115,60 @@ def count_steps(method: str, target, drafter, prompt_ids, tree: TreeConfig, new_
             session.step()
             tally.on = False
             reads_per_step.append(sum(tally.reads.values()) - before)
-    steps = len(reads_per_step)
+    steps = max(1, len(reads_per_step))  # a session that ended at its prefill has no decoding step
     per = lambda d: {k: round(v / steps, 1) for k, v in d.items()}  # noqa: E731
     ops = per(tally.ops)
     return {"steps": steps, "ops": {**ops, "total": round(sum(ops.values()), 1)}, "host_reads": per(tally.reads),
-            "host_reads_max": max(reads_per_step), "tokens": list(session.generated)}
+            "host_reads_max": max(reads_per_step, default=0), "tokens": list(session.generated)}
 
 
-def _timed(spent: dict, key: str, fn):
+def _clock(device: torch.device):
+    """CPU process time (waits for a busy CPU do not count); on a GPU, wall time after the queue has drained."""
+    if device.type != "cuda":
+        return time.process_time
+
+    def now() -> float:
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+    return now
+
+
+def _timed(spent: dict, key: str, fn, clock):
     def wrapped(*args, **kwargs):
-        t0 = time.process_time()
+        t0 = clock()
         try:
             return fn(*args, **kwargs)
         finally:
-            spent[key] += time.process_time() - t0
+            spent[key] += clock() - t0
     return wrapped
 
 
 def time_steps(method: str, target, drafter, prompt_ids, tree: TreeConfig, new_tokens: int) -> dict:
-    """Median CPU milliseconds per decoding step (process time, so waits for a busy CPU do not count): the
-    drafting phase (build_tree) and the drafter's forwards inside it, the target's forward, and the rest of
-    the step (verification and commit, the drafter's ingest of the accepted tokens included)."""
+    """Median milliseconds per decoding step (on a CPU its process time, so waits for a busy CPU do not count): the
+    drafting phase (build_tree), the drafter's forwards (in drafting and in the commit's ingest), the target's
+    forward, and the rest of the step (verification and commit, the ingest included)."""
     session = start(method, target, prompt_ids, DecodeConfig(max_new_tokens=new_tokens), tree, drafter,
                     trace=False)
-    spent = dict.fromkeys((TARGET, DRAFTER, "draft"), 0.0)
-    target.forward, target.logits = _timed(spent, TARGET, target.forward), _timed(spent, TARGET, target.logits)
+    spent, clock = dict.fromkeys((TARGET, DRAFTER, "draft"), 0.0), _clock(target.device)
+    target.forward = _timed(spent, TARGET, target.forward, clock)
+    target.logits = _timed(spent, TARGET, target.logits, clock)
     for part in DRAFTER_PARTS if drafter is not None else ():
-        setattr(drafter, part, _timed(spent, DRAFTER, getattr(drafter, part)))
+        setattr(drafter, part, _timed(spent, DRAFTER, getattr(drafter, part), clock))
     rows = []
-    with mock.patch.object(engine, "build_tree", _timed(spent, "draft", engine.build_tree)):
-        session.step()
-        while not session.done:
-            for key in spent:
-                spent[key] = 0.0
-            t0 = time.process_time()
+    try:
+        with mock.patch.object(engine, "build_tree", _timed(spent, "draft", engine.build_tree, clock)):
             session.step()
-            rows.append({"total": time.process_time() - t0, **spent})
-    _unpatch(target, drafter)
-    ms = lambda xs: round(1000 * statistics.median(xs), 3)  # noqa: E731
-    return {"draft_ms": ms([r["draft"] for r in rows]), "target_forward_ms": ms([r[TARGET] for r in rows]),
+            while not session.done:
+                for key in spent:
+                    spent[key] = 0.0
+                t0 = clock()
+                session.step()
+                rows.append({"total": clock() - t0, **spent})
+    finally:
+        _unpatch(target, drafter)
+    ms = lambda xs: round(1000 * statistics.median(xs), 3) if xs else None  # noqa: E731
+    return {"draft_ms": ms([r["draft"] for r in rows]), "drafter_network_ms": ms([r[DRAFTER] for r in rows]),
+            "target_forward_ms": ms([r[TARGET] for r in rows]),
             "rest_ms": ms([r["total"] - r["draft"] - r[TARGET] for r in rows]),
             "step_ms": ms([r["total"] for r in rows])}
 
@@ -175,10 +191,11 @@ def _models(name: str):
     return target, load_drafter("default", target), encode_prompt(target.tokenizer, PROMPT)
 
 
-def measure(target, drafter, prompt_ids, methods, tree: TreeConfig, new_tokens: int, timing: bool = True) -> dict:
+def measure(target, drafter, prompt_ids, methods, tree: TreeConfig, new_tokens: int, timing: bool = True,
+            counts: bool = True) -> dict:
     out = {}
     for method in methods:
-        row = count_steps(method, target, drafter, prompt_ids, tree, new_tokens)
+        row = count_steps(method, target, drafter, prompt_ids, tree, new_tokens) if counts else {}
         if timing:
             row["cpu"] = time_steps(method, target, drafter, prompt_ids, tree, new_tokens)
         out[method] = row
@@ -192,12 +209,14 @@ def main(argv=None) -> int:
     ap.add_argument("--new-tokens", type=int, default=40)
     ap.add_argument("--total-tokens", type=int, default=TreeConfig.total_tokens)
     ap.add_argument("--no-timing", action="store_true", help="counts only")
+    ap.add_argument("--no-counts", action="store_true", help="CPU times only")
     ap.add_argument("--out", help="write the figures as JSON here")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     target, drafter, prompt = _models(args.model)
     tree = TreeConfig(total_tokens=args.total_tokens)
-    res = measure(target, drafter, prompt, args.methods.split(","), tree, args.new_tokens, not args.no_timing)
+    res = measure(target, drafter, prompt, args.methods.split(","), tree, args.new_tokens, not args.no_timing,
+                  not args.no_counts)
     for method, row in res.items():
         line = {k: v for k, v in row.items() if k != "tokens"}
         print(method, json.dumps(line))
