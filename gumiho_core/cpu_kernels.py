@@ -57,12 +57,77 @@ def stock_kernels():
 
 
 def _packed_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    if (not enabled() or x.device.type != "cpu" or x.dtype != torch.float32
-            or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))):
+    if not usable(x, self.weight):
         return F.linear(x, self.weight, self.bias)
+    return packed_linear(x, self._gumiho_packed, self.bias)
+
+
+def usable(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether x @ weight.T may take the packed path here: on, fp32 on a CPU, and no gradient to track."""
+    return (enabled() and x.device.type == "cpu" and x.dtype == torch.float32
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., d_in] times a weight packed by pack_weight -> [..., d_out]."""
     lead = x.shape[:-1]
-    y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), self._gumiho_packed, self.bias, "none", [], "")
+    y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), packed, bias, "none", [], "")
     return y.reshape(*lead, y.shape[-1])
+
+
+def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
+    """A packed copy of one CPU fp32 weight [d_out, d_in], or None where packing does not apply."""
+    if (os.environ.get("GUMIHO_CPU_KERNELS", "1") == "0" or not available() or weight.device.type != "cpu"
+            or weight.dtype != torch.float32 or weight.numel() * 4 > MAX_PACKED_BYTES):
+        return None
+    try:
+        with torch.no_grad():
+            return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), BATCH_HINT)
+    except RuntimeError as e:
+        log.info("oneDNN packing unavailable (%s); stock linear layer", e)
+        return None
+
+
+def _stamp(weight: torch.Tensor) -> tuple:
+    """What changes when a weight does: its tensor, its storage, its in-place version (an optimizer step)."""
+    try:
+        version = weight._version
+    except RuntimeError:  # an inference-mode tensor tracks no version, and cannot be changed outside that mode
+        version = None
+    return id(weight), weight.data_ptr(), version
+
+
+class PackedCopy:
+    """The packed copy of one weight that may change (a drafter's, which training updates): made at the first
+    call that may use it, and made again after the weight changed (updated in place, or replaced)."""
+
+    def __init__(self):
+        self._stamp, self._packed = None, None
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if usable(x, weight):
+            stamp = _stamp(weight)
+            if stamp != self._stamp:
+                self._stamp, self._packed = stamp, pack_weight(weight)
+            if self._packed is not None:
+                return packed_linear(x, self._packed, bias)
+        return F.linear(x, weight, bias)
+
+
+def _following_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return self._gumiho_copy.linear(x, self.weight, self.bias)
+
+
+def follow_linears(model: nn.Module) -> int:
+    """Give every nn.Linear of `model` a PackedCopy of its weight (packed when first used, re-packed after a
+    change), for models whose weights may change; returns how many. Nothing is packed until a CPU fp32 call."""
+    if os.environ.get("GUMIHO_CPU_KERNELS", "1") == "0" or not available():
+        return 0
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear) and not hasattr(m, "_gumiho_copy")]
+    for m in linears:
+        m._gumiho_copy = PackedCopy()
+        m.forward = types.MethodType(_following_forward, m)
+    return len(linears)
 
 
 def pack_linears(model: nn.Module) -> int:

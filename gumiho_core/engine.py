@@ -205,8 +205,8 @@ class SpeculativeDecoder(Decoder):
         return verify_sampling(tree, probs, self.generator, self.trace), feats
 
     def _commit(self, verdict: Verdict, feats: torch.Tensor, past: int, new: list[int]) -> None:
+        keep_accepted(self.cache, past, verdict.accepted)  # host ints: nodes already in place are not copied
         accepted = torch.tensor(verdict.accepted, device=feats.device)
-        keep_accepted(self.cache, past, accepted)
         self.ctx.ingest(feats[accepted], torch.tensor(new, device=feats.device))
 
 

@@ -47,20 +47,48 @@ class KVCache:
         self.length = length
 
 
-def keep_accepted(cache, past_len: int, accepted: torch.Tensor) -> None:
+def keep_accepted(cache, past_len: int, accepted) -> None:
     """Compact an HF DynamicCache after verification.
 
     The cache holds past_len context entries followed by one entry per tree node. Keep the context
     and, in consecutive slots after it, the entries of the accepted nodes (`accepted` are node
-    indices, root first); drop the rest.
+    indices, root first: a tensor, or host ints); drop the rest. Given host ints, the accepted nodes
+    already in place (the root, and node i at slot i) are not copied.
     """
-    src = accepted + past_len  # [m]
-    m = accepted.numel()
+    if isinstance(accepted, torch.Tensor):
+        m, moves = accepted.numel(), _Moves(accepted + past_len, past_len)
+    else:
+        m, start = len(accepted), _in_place(accepted)
+        moves = _Moves([a + past_len for a in accepted[start:]], past_len + start) if start < m else None
     for layer in cache.layers:
         for name in ("keys", "values"):
             t = getattr(layer, name)  # [B, kv_heads, past_len + n, head_dim]; layers may sit on several GPUs
-            t[:, :, past_len : past_len + m] = t[:, :, src.to(t.device)]  # advanced indexing copies first
-            setattr(layer, name, t[:, :, : past_len + m])
+            kept = t[:, :, : past_len + m]
+            if moves is not None:  # the gather reads before the copy writes, so overlapping slots are safe
+                src, dst = moves.on(t.device)
+                kept.index_copy_(2, dst, t.index_select(2, src))
+            setattr(layer, name, kept)
+
+
+class _Moves:
+    """Cache slots to gather (src) and where they go (dst, consecutive from `first`), made once per device."""
+
+    def __init__(self, src, first: int):
+        self.src, self.first, self._on = src, first, {}
+
+    def on(self, device) -> tuple[torch.Tensor, torch.Tensor]:
+        if device not in self._on:
+            src = torch.as_tensor(self.src, dtype=torch.long, device=device)  # [k]
+            self._on[device] = src, torch.arange(self.first, self.first + src.numel(), device=device)
+        return self._on[device]
+
+
+def _in_place(accepted) -> int:
+    """How many accepted nodes, from the root on, already sit in their final slot (node i at slot i)."""
+    start = 0
+    while start < len(accepted) and accepted[start] == start:
+        start += 1
+    return start
 
 
 def crop_cache(cache, length: int) -> None:

@@ -83,28 +83,31 @@ class DraftTree:
         return tuple(self.path_to(i) for i in range(len(self)) if not self.children[i])
 
     @cached_property
+    def ancestor_rows(self) -> tuple[tuple[bool, ...], ...]:
+        """Row q: for each node k, whether k is q or an ancestor of q (host values: no tensor op per node)."""
+        rows: list[list[bool]] = []
+        for q in range(len(self)):
+            row = list(rows[self.parents[q]]) if q else [False] * len(self)
+            row[q] = True
+            rows.append(row)
+        return tuple(tuple(r) for r in rows)
+
+    @cached_property
     def ancestor_mask(self) -> torch.Tensor:
         """[n, n] bool: entry (q, k) is True iff k is q or an ancestor of q."""
-        n = len(self)
-        mask = torch.zeros(n, n, dtype=torch.bool)
-        for q in range(n):
-            if q:
-                mask[q] = mask[self.parents[q]]
-            mask[q, q] = True
-        return mask
+        return torch.tensor(self.ancestor_rows, dtype=torch.bool)
 
     def attention_mask(self, past_len: int, dtype: torch.dtype, device) -> torch.Tensor:
         """[1, 1, n, past_len + n] additive mask: the whole context is visible, tree nodes see their ancestors."""
         n = len(self)
-        allowed = torch.ones(n, past_len + n, dtype=torch.bool)
-        allowed[:, past_len:] = self.ancestor_mask
-        mask = torch.zeros(n, past_len + n, dtype=dtype)
-        mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-        return mask[None, None].to(device)
+        mask = torch.zeros(1, 1, n, past_len + n, dtype=dtype, device=device)
+        hidden = ~self.ancestor_mask.to(device)  # [n, n]
+        mask[0, 0, :, past_len:].masked_fill_(hidden, torch.finfo(dtype).min)
+        return mask
 
     def position_ids(self, past_len: int, device=None) -> torch.Tensor:
         """[1, n]: the root sits at position past_len, a node at depth d at past_len + d."""
-        return (torch.tensor(self.depth, dtype=torch.long, device=device) + past_len)[None]
+        return torch.tensor([[past_len + d for d in self.depth]], dtype=torch.long, device=device)
 
     def truncated(self, max_depth: int) -> "DraftTree":
         """The nodes no deeper than max_depth (ancestor-closed, order kept)."""

@@ -56,17 +56,32 @@ def warp(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.
     return filtered / filtered.sum(-1, keepdim=True)
 
 
+def _node_probs(tree: DraftTree, probs: torch.Tensor) -> torch.Tensor:
+    """[n - 1] the target's probability of each non-root node's token given its parent, on probs' device."""
+    parents = torch.tensor(tree.parents[1:], device=probs.device, dtype=torch.long)
+    tokens = torch.tensor(tree.tokens[1:], device=probs.device, dtype=torch.long)
+    return probs[parents, tokens]
+
+
 def node_probs(tree: DraftTree, probs: torch.Tensor) -> tuple[float, ...]:
     """The target's probability of each node's token given its parent (1 for the root). probs [n, V]: the
     target's distribution after each node."""
-    parents = torch.tensor(tree.parents[1:], device=probs.device, dtype=torch.long)
-    tokens = torch.tensor(tree.tokens[1:], device=probs.device, dtype=torch.long)
-    return (1.0,) + tuple(probs[parents, tokens].tolist())
+    return (1.0,) + tuple(_node_probs(tree, probs).tolist())
+
+
+def _greedy_read(tree: DraftTree, logits: torch.Tensor, trace: bool) -> tuple[list[int], tuple[float, ...]]:
+    """The target's argmax after each node and (traced) each node's target probability, in one read back."""
+    argmax = logits.argmax(-1)  # [n]
+    if not trace:
+        return argmax.tolist(), ()
+    probs = _node_probs(tree, torch.softmax(logits.float(), -1))  # [n - 1]
+    packed = torch.cat((argmax.double(), probs.double())).tolist()  # ids are exact in float64
+    return [int(t) for t in packed[: len(tree)]], (1.0,) + tuple(packed[len(tree):])
 
 
 def verify_greedy(tree: DraftTree, logits: torch.Tensor, trace: bool = True) -> Verdict:
     """logits [n, V]: the target's logits after each node."""
-    argmax = logits.argmax(-1).tolist()
+    argmax, target_prob = _greedy_read(tree, logits, trace)
     path, node = [0], 0
     while True:
         nxt = next((c for c in tree.children[node] if tree.tokens[c] == argmax[node]), None)
@@ -74,7 +89,6 @@ def verify_greedy(tree: DraftTree, logits: torch.Tensor, trace: bool = True) -> 
             break
         path.append(nxt)
         node = nxt
-    target_prob = node_probs(tree, torch.softmax(logits.float(), -1)) if trace else ()
     return Verdict(accepted=tuple(path), bonus=argmax[node], target_token=tuple(argmax), target_prob=target_prob)
 
 

@@ -11,6 +11,9 @@ What it measures, in bf16 and in fp16 (each part skipped, and said so, once its 
 2. the tiny pair in the published layout (scripts/make_demo_checkpoint.write_pair, a word tokenizer): ar, gumiho
    and serial on a few prompts at temperature 0: how many runs are token-identical to ar (each divergence
    diagnosed by gumiho_core.exactness: a rounding near-tie or not), tokens/s, mean accepted length, peak memory.
+   Per decoding step of gumiho and serial (scripts/step_overhead.py): aten ops inside the target's forward, the
+   drafter's network and outside both (each a kernel launch here), host reads, and the times of drafting, the
+   target's forward and the rest.
 3. the default model (below): the same, plus the verification cost curve (one target pass over n = 1..64 tree
    tokens against one plain step, gumiho_core.measure.costs.measure_verify) and what `auto` chooses (choose_tree,
    measured afresh in a temporary cache).
@@ -66,6 +69,7 @@ from gumiho_core.drafter import DrafterConfig, llama_config  # noqa: E402
 from gumiho_core.exactness import first_divergence  # noqa: E402
 from gumiho_core.models import DEFAULT_DRAFTER, DEFAULT_WHEEL, default_model_dir  # noqa: E402
 from make_demo_checkpoint import word_tokenizer, write_pair  # noqa: E402
+import step_overhead  # noqa: E402
 
 DTYPES = ("bfloat16", "float16")
 METHODS = ("ar", "gumiho", "serial")
@@ -168,11 +172,19 @@ def measure_dtype(load, prompts, new_tokens: int, tree: TreeConfig, extras: bool
     runs = run_methods(target, drafter, prompts, new_tokens, tree)
     report = {"peak_gpu_mib": peak_memory_mib(target.device)}  # before exactness's fp32 copies of the target
     report["methods"] = summarise(target, prompts, runs)
+    report["step_overhead"] = step_breakdown(target, drafter, prompts[0], new_tokens, tree)
     if extras:
         report["verify_curve"] = verify_curve(target, drafter, prompts[0], plan)
         report["auto"] = auto_choice(target, drafter, prompts)
     report["seconds"] = round(time.perf_counter() - t0, 1)
     return report
+
+
+def step_breakdown(target, drafter, prompt, new_tokens: int, tree: TreeConfig) -> dict:
+    """scripts/step_overhead.py's per-step figures here: aten ops inside the target's forward, the drafter's network
+    and outside both; host reads; times of drafting, of the target's forward and of the rest (queue drained)."""
+    rows = step_overhead.measure(target, drafter, prompt, ("gumiho", "serial"), tree, new_tokens)
+    return {method: {k: v for k, v in row.items() if k != "tokens"} for method, row in rows.items()}
 
 
 def verify_curve(target, drafter, prompt, plan: Plan) -> dict:

@@ -55,6 +55,9 @@ def test_tiny_pair_on_a_cpu_writes_the_report(tmp_path):
             row = part["methods"][method]
             assert row["runs"] == gpu_check.QUICK.prompts and 0 <= row["identical"] <= row["runs"]
             assert all(d["near_tie"] for d in row["divergences"]), row["divergences"]
+            steps = part["step_overhead"][method]  # scripts/step_overhead.py's breakdown
+            assert steps["ops"]["target"] > 0 and steps["ops"]["drafter"] > 0 and steps["host_reads_max"] >= 1
+            assert steps["cpu"]["draft_ms"] > 0 and steps["cpu"]["target_forward_ms"] > 0
 
 
 def test_verify_curve_and_auto_choice(tiny_pair, monkeypatch):

@@ -1,0 +1,132 @@
+"""The candidate pool of one draft step, on the drafter's device: what each level proposed, and the selection.
+
+Nodes are numbered in proposal order, the root 0, then level by level (so a node's depth never falls as its
+number grows). Levels hold tensors; the host knows only their sizes, which the shapes fix. `select` keeps the
+best `total_tokens - 1` and reads the tree back in one packed copy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .config import TreeConfig
+from .tree import ROOT, DraftTree
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """A level's nodes that stay expandable, best first."""
+
+    nodes: torch.Tensor  # [n] pool numbers
+    scores: torch.Tensor  # [n] cumulative draft log-probs
+    tokens: torch.Tensor | None  # [n] target token ids (None for the root)
+    rows: torch.Tensor | None  # [n] each node's parent's row in the frontier it was expanded from (None: root)
+    size: int  # n
+
+    def __post_init__(self):
+        assert self.nodes.shape == (self.size,), f"frontier of {self.size} nodes has {tuple(self.nodes.shape)}"
+
+
+@dataclass(frozen=True)
+class _Level:
+    depth: int
+    proposer: str
+    tokens: torch.Tensor  # [c] target token ids
+    parents: torch.Tensor  # [c] pool numbers
+    logprob: torch.Tensor  # [c] draft log-prob of the token given its parent
+    score: torch.Tensor  # [c] cumulative draft log-prob from the root
+
+
+class Pool:
+    def __init__(self, root_token: int):
+        self.root_token = root_token
+        self.levels: list[_Level] = []
+        self.size = 1  # the root
+
+    def root_frontier(self, device) -> Frontier:
+        zero = torch.zeros(1, dtype=torch.long, device=device)  # [1]
+        return Frontier(zero, torch.zeros(1, device=device), None, None, 1)
+
+    def add(self, depth: int, proposer: str, tokens, parents, logprob, score) -> int:
+        """Append a level's candidates; returns the pool number of the first."""
+        assert tokens.shape == parents.shape == logprob.shape == score.shape, "a level's arrays differ in shape"
+        self.levels.append(_Level(depth, proposer, tokens, parents, logprob, score))
+        first, self.size = self.size, self.size + tokens.numel()
+        return first
+
+    def select(self, total_tokens: int) -> DraftTree:
+        """The best total_tokens - 1 candidates by score (ancestors first on ties), in topological order."""
+        field = lambda name: torch.cat([getattr(lv, name) for lv in self.levels])  # noqa: E731  [size - 1]
+        score = field("score")
+        n = min(total_tokens - 1, self.size - 1)
+        # stable: equal scores keep pool order, so a parent (numbered first) precedes a child of probability 1
+        best = score.sort(descending=True, stable=True).indices[:n]  # [n] pool number - 1
+        ends = torch.tensor(_level_ends(self.levels), device=score.device)  # [levels]
+        level = torch.bucketize(best, ends, right=True)  # [n]
+        by_depth = level.sort(stable=True).indices  # [n] (depth, -score, number) order
+        chosen, level = best[by_depth], level[by_depth]
+        renumber = torch.zeros(self.size, dtype=torch.long, device=score.device)  # pool number -> tree index
+        renumber[chosen + 1] = torch.arange(1, n + 1, device=score.device)
+        packed = torch.stack([x.double() for x in (field("tokens")[chosen], renumber[field("parents")[chosen]],
+                                                   level, field("logprob")[chosen], score[chosen])])  # [5, n]
+        return self._tree(*packed.tolist())
+
+    def _tree(self, tokens, parents, level, logprob, score) -> DraftTree:
+        levels = [self.levels[int(i)] for i in level]
+        return DraftTree(tokens=(self.root_token,) + tuple(int(t) for t in tokens),
+                         parents=(-1,) + tuple(int(p) for p in parents),
+                         depth=(0,) + tuple(lv.depth for lv in levels),
+                         proposer=(ROOT,) + tuple(lv.proposer for lv in levels),
+                         logprob=(0.0,) + tuple(logprob), score=(0.0,) + tuple(score))
+
+
+def _level_ends(levels) -> list[int]:
+    ends, total = [], 0
+    for lv in levels:
+        total += lv.tokens.numel()
+        ends.append(total)
+    return ends
+
+
+def _numbers(first: int, n: int, device) -> torch.Tensor:
+    return torch.arange(first, first + n, device=device)  # [n]
+
+
+def expand_serial(pool: Pool, front: Frontier, logp: torch.Tensor, top_k: int, depth: int, proposer: str,
+                  to_target, pool_all: bool) -> Frontier:
+    """Top-k children of each frontier row of logp [P, V]; the best top_k of them stay expandable.
+
+    pool_all: all P * k children may be chosen into the tree (EAGLE-2), else only the kept top_k (Gumiho).
+    """
+    k = min(top_k, logp.shape[-1])
+    top = logp.topk(k, dim=-1)  # [P, k]
+    cum = (top.values + front.scores[:, None]).flatten()  # [P * k]
+    K = min(top_k, cum.numel())
+    keep = cum.topk(K).indices  # [K] best first
+    tokens, logq, rows = to_target(top.indices).flatten(), top.values.flatten(), keep // k  # [P * k] x2, [K]
+    kept_tokens, kept_scores = tokens[keep], cum[keep]  # [K]
+    if pool_all:
+        first = pool.add(depth, proposer, tokens, front.nodes.repeat_interleave(k), logq, cum)
+        nodes = keep + first
+    else:
+        first = pool.add(depth, proposer, kept_tokens, front.nodes[rows], logq[keep], kept_scores)
+        nodes = _numbers(first, K, keep.device)
+    return Frontier(nodes, kept_scores, kept_tokens, rows, K)
+
+
+def expand_beam(pool: Pool, front: Frontier, logp: torch.Tensor, cfg: TreeConfig, first_depth: int,
+                proposers: list[str], to_target) -> None:
+    """Beam search over the MLP heads' distributions logp [heads, n, V], one level per head, from `front`."""
+    k = min(cfg.mlp_topk, logp.shape[-1])
+    top = logp.topk(k, dim=-1)  # [heads, n, k]
+    ids = to_target(top.indices)
+    beam, beam_row, base, width = front.nodes, None, front.scores, front.size  # beam_row: each node's MLP row
+    for m, proposer in enumerate(proposers):
+        vals, toks = (top.values[m], ids[m]) if beam_row is None else (top.values[m][beam_row], ids[m][beam_row])
+        cum = (vals + base[:, None]).flatten()  # [width * k]
+        width = min(cfg.pruning, width * k)
+        keep = cum.topk(width).indices  # [width]
+        src, base = keep // k, cum[keep]
+        first = pool.add(first_depth + m, proposer, toks.flatten()[keep], beam[src], vals.flatten()[keep], base)
+        beam, beam_row = _numbers(first, width, keep.device), src if beam_row is None else beam_row[src]
