@@ -2,6 +2,8 @@
 are generators (see animation.py)."""
 from __future__ import annotations
 
+import os
+from functools import partial
 from html import escape
 
 import gradio as gr
@@ -13,7 +15,7 @@ from .animation import play
 from .backend import Backend, start_run
 from .messages import public_message, report
 from .render.explain import how_it_works_md
-from .render.status import auto_note, describe, model_line
+from .render.status import auto_note, describe, load_note_html, model_line
 from .screen import picture
 from .settings import CUSTOM, MEASURED, TREE_FIELDS, Form, parse_settings, preset_name, tree_presets, tree_settings
 from .stages import COMMITTED
@@ -81,24 +83,20 @@ def on_replay(view: View, user: UserState, delay, fast):
     yield from play(view, user, None)
 
 
-def _refused(message: str):
-    """A refused load: a warning toast says why in one line (escaped: a toast shows HTML), and every output keeps
-    its value (raising gr.Error would also mark each of them "Error")."""
-    gr.Warning(escape(message, quote=False))
-    return gr.skip()
-
-
 def on_load(view: View, user: UserState, path):
     """Load a run file: checked whole, then drawn for a fresh view; only then does it replace the visitor's run.
-    A refusal changes nothing on screen and says why in one line (file content in it is HTML-escaped: a toast
-    shows HTML)."""
+    Either way the note under the button says, for this file, what became of it: a refusal in one line (and
+    nothing else on screen changes), or what was loaded. Not a toast: Gradio drops a toast of an event when the
+    same event fires again while it shows (gradio#5541, #9920), so every second refusal in a row went unseen."""
     if not path:
         raise gr.Error("no file was uploaded")
+    user.loads += 1
+    note = partial(load_note_html, user.loads, os.path.basename(path))
     try:
         run = runfile.read(path)
     except runfile.RunFileError as e:
-        return _refused(f"Could not load this run file: {e}")
-    loaded = UserState(delay=user.delay, fast=user.fast)
+        return {view.load_note: note(f"Could not load this run file: {e}", refused=True)}
+    loaded = UserState(delay=user.delay, fast=user.fast, loads=user.loads)
     loaded.reset(run)
     loaded.cursor = len(run.records) - 1
     try:
@@ -106,11 +104,11 @@ def on_load(view: View, user: UserState, path):
                       + describe(loaded))
     except Exception as e:  # a checked run should always draw; if not, the old one stays
         loaded.drop_export()
-        return _refused(f"Could not show this run file: {report(e, 'drawing a loaded run file')}")
+        return {view.load_note: note(f"Could not show this run file: {report(e, 'drawing a loaded run file')}",
+                                     refused=True)}
     user.close()  # the run it replaces: its caches and its exported file
-    gr.Info(f"Loaded a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it.",
-            duration=5)
-    return out  # its state is `loaded`: the visitor's from now on
+    steps = f"a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it."
+    return {**out, view.load_note: note(steps, refused=False)}  # its state is `loaded`: the visitor's from now on
 
 
 def on_preset(backend: Backend, name: str, *values):

@@ -38,6 +38,8 @@ PAGE_CSS = """
 #gm-buttons button{min-width:0}
 #tree{max-height:72vh;overflow:auto !important}
 #text{max-height:40vh;overflow:auto !important}
+.gm-load{font-size:14px;padding:6px 10px;border-radius:6px;border-left:4px solid #0072B2;background:#eef5fb;color:#111}
+.gm-load.refused{border-left-color:#D55E00;background:#fdf0e6}
 """
 STATE_TTL_S = 3 * 3600  # a visitor's run (and a paused run's caches) is dropped this long after their last action
 TREE_TIPS = {"top_k": "children per node at the serial steps", "mlp_topk": "tokens per MLP head",
@@ -104,11 +106,12 @@ def _toolbar() -> dict:
 
 
 def _files() -> dict:
-    """Saving a run, and loading one to replay without a model."""
+    """Saving a run, and loading one to replay without a model; under them, what became of the last file."""
     with gr.Row():
-        return dict(export_btn=gr.DownloadButton("Export run (JSON)", interactive=False, elem_id="export", size="sm"),
-                    load_btn=gr.UploadButton("Load run file", file_types=[".json"], type="filepath", elem_id="load",
-                                             size="sm"))
+        files = dict(export_btn=gr.DownloadButton("Export run (JSON)", interactive=False, elem_id="export", size="sm"),
+                     load_btn=gr.UploadButton("Load run file", file_types=[".json"], type="filepath", elem_id="load",
+                                              size="sm"))
+    return dict(files, load_note=gr.HTML("", elem_id="load-note"))
 
 
 def _charts() -> dict:

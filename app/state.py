@@ -28,9 +28,6 @@ class Settings:
     tree_source: str = ""  # why this tree: the auto choice's summary, or the preset's name
 
 
-FULL_PRECISION, HALF_PRECISION = ("float32", "float64"), ("bfloat16", "float16")  # Run.dtype's known names
-
-
 @dataclass
 class Run:
     """One decoding run as data: the request, every step, and the plain-decoding baseline it is compared with."""
@@ -87,6 +84,7 @@ class UserState:
     export_path: str | None = None
     export_key: tuple = ()
     charts: dict = field(default_factory=dict)  # the last numbers, charts and "How it works", by component
+    loads: int = 0  # files this visitor has loaded or tried to: each answer on the page carries its number
 
     def reset(self, run: Run | None, live=None) -> None:
         if self.live is not None and self.live is not live:

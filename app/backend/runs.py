@@ -3,9 +3,10 @@
 the baseline; and the whole runs of whole-run mode (ZeroGPU) and of the API."""
 from __future__ import annotations
 
-from gumiho_core import AR, TREE_MODES, GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
+from gumiho_core import (AR, FULL_PRECISION, HALF_PRECISION, TREE_MODES, GumihoError, decode_tokens, encode_prompt,
+                         generate, start, token_pieces)
 
-from ..state import FULL_PRECISION, HALF_PRECISION, Run, Settings
+from ..state import Run, Settings
 from .backend import Backend
 from .live import Live
 from .loader import Loaded

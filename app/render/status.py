@@ -26,6 +26,13 @@ def status_html(message: str, notes=()) -> str:
     return f'<div class="gm-status" role="status">{message}{warn}</div>'
 
 
+def load_note_html(number: int, name: str, message: str, refused: bool) -> str:
+    """What became of this visitor's `number`th file (`name`): read by screen readers as it changes."""
+    label = "Refused" if refused else "Loaded"
+    return (f'<div class="gm-load{" refused" if refused else ""}" role="status" aria-live="polite">'
+            f"<b>{label}</b> (file {number}: {escape(name, quote=False)}): {escape(message, quote=False)}</div>")
+
+
 STOP_WORDS = {"eos": "the model ended its answer", "max_new_tokens": "max new tokens reached",
               "context": "the context is full"}
 
