@@ -17,7 +17,7 @@ from .render.text_view import output_html
 from .render.whatif import whatif_html
 from .settings import AUTO, TREE_FIELDS, Form, preset_choices
 from .stages import COMMITTED
-from .state import UserState
+from .player import Player
 from .view import News, View
 
 EXAMPLES = [
@@ -153,7 +153,7 @@ def build_view(backend: Backend) -> tuple[gr.Blocks, View]:
         charts = _charts()
         with gr.Accordion("How it works", open=True):
             how = gr.Markdown(how_it_works_md(None, None, auto_note(backend.status())), elem_id="how")
-        state = gr.State(UserState(), time_to_live=STATE_TTL_S, delete_callback=UserState.close)
+        state = gr.State(Player(), time_to_live=STATE_TTL_S, delete_callback=Player.close)
         view = View(status=status, how=how, state=state, **column, **charts, **toolbar, **files)
         wire(demo, view, News(model, auto, how, gr.Timer(1.0), remeasure), backend, form)
     return demo, view

@@ -141,12 +141,12 @@ def measure(path: str) -> dict:
     from app.backend import Backend
     from app.handlers import on_load
     from app.layout import build_view
-    from app.state import UserState
+    from app.player import Player
 
     demo, view = build_view(Backend("default", "default", "cpu", auto_tree="off"))
     warm = Path(path).with_name("warm-up.json")  # a small run first: plotly's first figure costs ~0.5 s, once
     warm.write_text(as_written(synthetic_run(3)), encoding="utf-8")
-    user = UserState()
+    user = Player()
     on_load(view, user, str(warm))
     before, wall, cpu = _rss_mb(), time.perf_counter(), time.process_time()
     out = on_load(view, user, path)

@@ -14,12 +14,13 @@ from app.backend import Backend, compute_run
 from app.handlers import on_load
 from app.layout import build_view
 from app.limits import MAX_BYTES
+from app.player import Player
 from app.render.charts import all_figures
 from app.render.explain import how_it_works_md, numbers_html, step_caption
 from app.render.stats import run_stats
 from app.render.text_view import output_html
 from app.render.tree_view import layout, tree_svg
-from app.state import Settings, UserState
+from app.state import Settings
 from gumiho_core import DecodeConfig, DraftTree, TreeConfig
 
 import tiny  # noqa: F401, I001  (first: it puts scripts/ on sys.path)
@@ -223,7 +224,7 @@ def test_a_refused_upload_changes_nothing_and_says_why_in_one_line(exported, pag
     good.write_text(json.dumps(exported), encoding="utf-8")
     bad.write_text(json.dumps(_issue_case(exported, ISSUE_CASES["8k-node-star-tree"][0])), encoding="utf-8")
     nan.write_text(json.dumps(_issue_case(exported, ISSUE_CASES["nan-as-text"][0])), encoding="utf-8")
-    user = UserState()
+    user = Player()
     on_load(page, user, str(good))
     before = (user.run, user.cursor)
     notes = []

@@ -19,10 +19,13 @@ import re
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from app_server import running_app, wait_for_log
+
+from app.view import View
 
 gradio_client = pytest.importorskip("gradio_client")
 
@@ -34,7 +37,8 @@ LONG_PROMPTS = [f"Write a long story, at least 800 words, about {x}." for x in  
 PROMPTS = ["Write a haiku about the sea.", "Name three colours of the rainbow.", "What is 17 times 23?",
            "List five red fruits.", "Why is the sky blue? One sentence.", "Say hello in French.",
            "Give a synonym for happy.", "What is the capital of Italy?"]
-STATUS, ANSWER = 0, 5  # positions of the status line and the plain answer among the Run event's outputs
+# The Run event's outputs as a client receives them: the page's View, by name, without its gr.State
+RUN_OUTPUTS = [f.name for f in fields(View) if f.name != "state"]
 MEMORY_RUNS, WARM_UP_RUNS = 50, 20
 MEMORY_MARGIN_MB = 40  # allocator noise; a leak of a run's caches or pictures per run would exceed it by far
 RESULT_TIMEOUT_S = 600
@@ -51,10 +55,10 @@ def client(url: str):
 
 def finished(outputs) -> tuple[str, int]:
     """(the answer, the number of decoding steps) from the last picture of a run."""
-    status = outputs[STATUS]
-    steps = re.search(r"Showing step (\d+) of \1; the run has ended", status)
-    assert steps, status
-    return outputs[ANSWER], int(steps.group(1))
+    named = dict(zip(RUN_OUTPUTS, outputs, strict=True))
+    steps = re.search(r"Showing step (\d+) of \1; the run has ended", named["status"])
+    assert steps, named["status"]
+    return named["answer"], int(steps.group(1))
 
 
 def run_alone(url: str, prompt: str, tokens: int = TOKENS) -> tuple[str, int]:

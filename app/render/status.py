@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from gumiho_core import AR, REMEASURE_GAP, TREE_MODES
 
 from ..messages import scrub
 from ..settings import AUTO, fallback_preset
-from ..state import ServerStatus, UserState
+from ..state import ServerStatus
+
+if TYPE_CHECKING:  # what a status line reads of the visitor's player: run, cursor, can_compute
+    from ..player import Player
 
 CSS = """
 .gm-model{font-size:13px;color:#333;padding:2px 10px}
@@ -37,7 +41,7 @@ STOP_WORDS = {"eos": "the model ended its answer", "max_new_tokens": "max new to
               "context": "the context is full"}
 
 
-def describe(user: UserState) -> str:
+def describe(user: Player) -> str:
     """The status line when nothing is running."""
     run = user.run
     if run is None:
@@ -64,7 +68,7 @@ def _tree_words(run) -> str:
     return f", tree <i>{escape(s.preset)}</i>{fallback}: {s.tree.total_tokens} nodes"
 
 
-def running_line(user: UserState, what: str, racing: bool = False) -> str:
+def running_line(user: Player, what: str, racing: bool = False) -> str:
     """The status line while a run animates: `what` it does ("Running", "Replaying ..."), where it is, and
     (racing) that the race's other lanes are taking their steps."""
     run = user.run
