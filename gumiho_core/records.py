@@ -10,7 +10,7 @@ from pydantic import Strict
 from .config import MAX_SEED, METHODS, DecodeConfig, TreeConfig
 from .drafting import DraftPhase
 from .schema import (MAX_ANSWER_CHARS, MAX_NEW_TOKENS, MAX_NOTES, MAX_PIECE_CHARS, MAX_PROMPT_CHARS, MAX_RECORDS,
-                     MAX_SPECIAL_IDS, MAX_TREE_DEPTH, TOKEN_KEY, Name, Note, Omissible, Seconds, Strict_, Token,
+                     MAX_SPECIAL_IDS, MAX_TREE_DEPTH, TOKEN_KEY, FileModel, Name, Note, Omissible, Seconds, Token,
                      config_model, file_model, listed, pattern, text, to_file, tupled, whole)
 from .tree import DraftTree
 from .verify import Verdict
@@ -102,7 +102,7 @@ Piece = text(MAX_PIECE_CHARS, "characters per token text")
 DecodeFile, TreeShapeFile = config_model(DecodeConfig, "DecodeFile"), config_model(TreeConfig, "TreeShapeFile")
 
 
-class RunFile(Strict_):
+class RunFile(FileModel):
     """A run saved by the app (app/runfile.py writes it, runcheck.py adds what no single field can say), in the
     order a refusal names the first fault: format, the texts, the settings, the steps, the clocks."""
 

@@ -3,8 +3,8 @@
 A run file comes from anyone, so its models are strict: "nan" or "1" is never a number, true is never 1, and
 no field the app does not write is accepted. From these declarations come the three things that used to be
 written out by hand: serialisation (`to_file`), the validator and loading (`file_model`'s `build`), and the
-JSON size budget (`containers`). The limits are set from what the app itself writes, with headroom: the paper
-tree has 64 nodes and depth 7, and the longest token of SmolLM2's vocabulary is 81 characters.
+JSON size budget (`json_containers`). The limits are set from what the app itself writes, with headroom: the
+paper tree has 64 nodes and depth 7, and the longest token of SmolLM2's vocabulary is 81 characters.
 
 records.py declares the step itself (StepRecord's annotations are its file types); the values it holds that
 other modules own (the tree, the verdict, a drafting phase) have their file models here.
@@ -17,7 +17,7 @@ from dataclasses import MISSING, dataclass, fields
 from functools import partial
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, create_model
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, create_model, model_validator
 
 from .config import MAX_SEED, MAX_TREE_TOKENS, DrafterConfig
 from .drafting import DraftPhase
@@ -28,7 +28,7 @@ SERIAL_STEPS = DrafterConfig.serial_steps  # the serial head's steps before the 
 MAX_NEW_TOKENS = 1024  # the app's own bound on a run (the Run form's): a run is watched, step by step
 MAX_TREE_DEPTH = 32  # the paper tree's depth is 7; deeper serial drafting is accepted too rarely to pay
 MAX_RECORDS = MAX_NEW_TOKENS + 1  # every step commits at least one token; the prefill is step 0
-MAX_TREE_NODES = MAX_TREE_TOKENS  # the paper tree: 64
+MAX_TREE_NODES = MAX_TREE_TOKENS  # what the tree fields allow (the paper tree: 64)
 MAX_TOKEN_ID = 10**7 - 1  # vocabularies have a few hundred thousand tokens
 MAX_COUNT = 2**31 - 1  # whole numbers without a tighter bound (candidates): 32 bits
 MAX_SECONDS = 1e6  # a step or a run's compute time (11 days)
@@ -65,7 +65,7 @@ class Means:
     what: str
 
 
-class Strict_(BaseModel):
+class FileModel(BaseModel):
     """A JSON object of the file: no unknown field, no coercion, no NaN or infinity."""
 
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True, from_attributes=True)
@@ -97,22 +97,17 @@ def pattern(regex: str, what: str):
     return Annotated[str, Field(pattern=regex), Means(what)]
 
 
-def _nan_is_null(x):
-    return None if isinstance(x, float) and math.isnan(x) else x
-
-
 Token = whole(0, MAX_TOKEN_ID)
 TOKEN_KEY = rf"^(?:0|[1-9][0-9]{{0,{len(str(MAX_TOKEN_ID)) - 1}}})$"  # a token id as JSON writes an int key
 Name = text(MAX_NAME_CHARS, "characters per name")
 Note = text(MAX_NOTE_CHARS, "characters per note")
 Seconds = number(0.0, MAX_SECONDS)
 LogProb = number(MIN_LOGPROB, 0.0, digits=5)
-# The target's probability of a node; a node verification never reached has none: NaN in memory, null in the file.
-Prob = Annotated[number(0.0, 1.0, digits=5) | None, BeforeValidator(_nan_is_null)]
+Prob = number(0.0, 1.0, digits=5) | None  # the target's probability of a node: null for one never checked
 Nodes = partial(listed, limit=MAX_TREE_NODES, name="nodes per tree")
 
 
-class PhaseFile(Strict_):
+class PhaseFile(FileModel):
     name: pattern(PHASES, f"a drafting phase ({PARALLEL} or {SERIAL_STEP}1…{SERIAL_STEP}{MAX_TREE_DEPTH})")
     depths: listed(whole(1, MAX_TREE_DEPTH), MAX_TREE_DEPTH, "tree depth", least=1)
     candidates: whole(0, MAX_COUNT)
@@ -122,7 +117,7 @@ class PhaseFile(Strict_):
         return DraftPhase(self.name, tuple(self.depths), self.candidates, self.seconds)
 
 
-class TreeFile(Strict_):
+class TreeFile(FileModel):
     tokens: Nodes(Token, least=1)
     parents: Nodes(whole(-1, MAX_TREE_NODES))
     depth: Nodes(whole(0, MAX_TREE_NODES))
@@ -134,11 +129,21 @@ class TreeFile(Strict_):
         return DraftTree(**{name: tuple(getattr(self, name)) for name in type(self).model_fields})
 
 
-class VerdictFile(Strict_):
+class VerdictFile(FileModel):
     accepted: listed(whole(0, MAX_TREE_NODES), MAX_TREE_DEPTH + 1, "nodes per path", least=1)
     bonus: Token
     target_token: Nodes(Token)
     target_prob: Nodes(Prob)  # [] when not traced
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_engine(cls, value):
+        """A Verdict being written: a node verification never reached has no probability, NaN in memory and
+        null in the file (JSON has no NaN)."""
+        if isinstance(value, Verdict):
+            probs = [None if math.isnan(p) else p for p in value.target_prob]
+            return {name: getattr(value, name) for name in cls.model_fields} | {"target_prob": probs}
+        return value
 
     def build(self) -> Verdict:
         probs = tuple(math.nan if p is None else p for p in self.target_prob)
@@ -190,7 +195,7 @@ def _makes(cls, model):
     return model
 
 
-class Built(Strict_):
+class Built(FileModel):
     """A file model derived from a dataclass (file_model, config_model)."""
 
     def build(self):

@@ -13,6 +13,6 @@ from .live import BASELINE, MAIN, MAX_LIVE_RUNS, Lane, Live, LiveRuns, next_lane
 from .loader import Loaded
 from .runs import api_generate, compute_run, on_gpu, start_run, step_lane
 
-__all__ = ["AUTO_TREE_POLICIES", "BASELINE", "DEFAULT_MAX_PROMPT_TOKENS", "MAIN", "MAX_LIVE_RUNS", "AutoPick", "Backend",
-           "Lane", "Live", "LiveRuns", "Loaded", "api_generate", "compute_run", "next_lane", "on_gpu", "progress",
-           "set_threads", "start_run", "step_lane"]
+__all__ = ["AUTO_TREE_POLICIES", "BASELINE", "DEFAULT_MAX_PROMPT_TOKENS", "MAIN", "MAX_LIVE_RUNS", "AutoPick",
+           "Backend", "Lane", "Live", "LiveRuns", "Loaded", "api_generate", "compute_run", "next_lane", "on_gpu",
+           "progress", "set_threads", "start_run", "step_lane"]
