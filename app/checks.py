@@ -1,15 +1,25 @@
-"""The checks a value from an untrusted run file goes through: JSON types (ints that are ints, finite numbers,
-valid text, known names), ranges and limits. Each refusal is a RunFileError of one line that says where the
-value is, what it is and what is allowed (and names the limit it broke)."""
+"""The words of a refusal. A run file's fields are checked by its schema (gumiho_core.RunFile, strict pydantic);
+`explain` turns the first fault pydantic finds into one line that says where the value is, what it is and what
+is allowed, naming the limit it broke from the schema's own declaration. The checks no single field can make
+(runcheck.py, stepcheck.py) refuse through `refuse` in the same words."""
 from __future__ import annotations
 
-from typing import NoReturn
+import types
+import typing
+from typing import Annotated, NoReturn
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from .limits import lone_surrogate
 
 _KINDS = {bool: "true/false", int: "a whole number", float: "a number", str: "text", list: "a list",
           dict: "an object", type(None): "null"}
 _QUOTE_CHARS = 40  # a bad value quoted in a message
+_MUST = {"int_type": "a whole number", "int_from_float": "a whole number", "bool_type": "true or false",
+         "string_type": "text", "list_type": "a list", "tuple_type": "a list", "dict_type": "an object",
+         "model_type": "an object", "model_attributes_type": "an object"}
+_RANGE = ("finite_number", "greater_than_equal", "less_than_equal")
 
 
 class RunFileError(ValueError):
@@ -43,93 +53,91 @@ def at_most(count: int, limit: int, what: str, where: str, name: str) -> None:
         refuse(f"{where} has {count} {what}; at most {limit} are accepted ({name})")
 
 
-def whole(value, where: str, lo: int, hi: int) -> int:
-    if type(value) is not int:
-        refuse(f"{where} must be a whole number; found {kind(value)}")
-    if not lo <= value <= hi:
-        refuse(f"{where} is {shown(value)}; it must be in [{lo}, {hi}]")
-    return value
-
-
-def number(value, where: str, lo: float, hi: float) -> float:
-    if type(value) not in (int, float):
-        refuse(f"{where} must be a number; found {kind(value)}")
-    if not lo <= value <= hi:  # NaN and infinities fail too
-        refuse(f"{where} is {shown(value)}; it must be a finite number in [{lo:g}, {hi:g}]")
-    return value
-
-
-def flag(value, where: str) -> bool:
-    if type(value) is not bool:
-        refuse(f"{where} must be true or false; found {kind(value)}")
-    return value
-
-
-def text(value, where: str, limit: int, name: str) -> str:
-    """A string of at most `limit` characters that is valid Unicode (no lone surrogates)."""
-    if type(value) is not str:
-        refuse(f"{where} must be text; found {kind(value)}")
-    at_most(len(value), limit, "characters", where, name)
-    at = lone_surrogate(value)
-    if at is not None:
-        refuse(f"{where} is not valid text: character {at} is a lone surrogate (U+{ord(value[at]):04X}), "
-               "which UTF-8 cannot encode")
-    return value
-
-
-def one_of(value, where: str, choices) -> str:
-    if type(value) is not str or value not in choices:
-        refuse(f"{where} must be one of {', '.join(choices)}; found {kind(value)}")
-    return value
-
-
-def listed(value, where: str, limit: int, name: str, least: int = 0) -> list:
-    if type(value) is not list:
-        refuse(f"{where} must be a list; found {kind(value)}")
-    at_most(len(value), limit, "entries", where, name)
-    if len(value) < least:
-        refuse(f"{where} has {len(value)} entries; at least {least} are needed")
-    return value
-
-
-def wholes(values, where: str, lo: int, hi: int, limit: int, name: str, least: int = 0) -> list[int]:
-    """A list of whole numbers in [lo, hi] (checked at C speed first; the first bad one is named)."""
-    listed(values, where, limit, name, least)
-    if not all(type(x) is int for x in values) or values and (min(values) < lo or max(values) > hi):
-        for i, x in enumerate(values):
-            whole(x, f"{where}[{i}]", lo, hi)
-    return values
-
-
-def numbers(values, where: str, lo: float, hi: float, limit: int, name: str, nullable: bool = False) -> list:
-    listed(values, where, limit, name)
-    for i, x in enumerate(values):
-        if not (nullable and x is None or type(x) in (int, float) and lo <= x <= hi):
-            if nullable and type(x) not in (int, float):
-                refuse(f"{where}[{i}] must be a number or null; found {kind(x)}")
-            number(x, f"{where}[{i}]", lo, hi)
-    return values
-
-
-def mapping(value, where: str) -> dict:
-    if type(value) is not dict:
-        refuse(f"{where} must be an object; found {kind(value)}")
-    return value
-
-
-def fields(value, where: str, required=(), optional=()) -> dict:
-    """An object with all the `required` keys and no key the app does not write."""
-    mapping(value, where)
-    unknown = [k for k in value if k not in required and k not in optional]
-    if unknown:
-        refuse(f"{where} has a field this app does not write: {shown(unknown[0])}")
-    missing = [k for k in required if k not in value]
-    if missing:
-        refuse(f"{where} lacks the field {missing[0]!r}")
-    return value
-
-
 def in_order(values, where: str, strictly: bool = False) -> None:
     """Non-decreasing (increasing if `strictly`) values: clocks do not go back, counts only grow."""
     if any(b < a or strictly and b == a for a, b in zip(values, values[1:])):
         refuse(f"{where} must {'only grow' if strictly else 'not go back in time'}")
+
+
+def place(loc: tuple) -> str:
+    """Where a value of the file is, as a user reads it: "step 3: tree.tokens[1]", "field 'decode.seed'"."""
+    if len(loc) >= 2 and loc[0] == "records" and isinstance(loc[1], int):
+        rest = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in loc[2:]).lstrip(".")
+        return f"step {loc[1]}" + (f": {rest}" if rest else "")
+    if not loc:
+        return "the run file"
+    names = 1 if loc[0] == "pieces" else next((i for i, k in enumerate(loc) if not isinstance(k, str)), len(loc))
+    return f"field '{'.'.join(loc[:names])}'" + "".join(f"[{k}]" for k in loc[names:])
+
+
+def _unwrap(tp) -> tuple[object, list, bool]:
+    """(type, its constraints and markers, whether null is allowed), Annotated layers and `| None` taken off."""
+    meta, nullable = [], False
+    while True:
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin is Annotated:
+            tp = args[0]
+            for m in args[1:]:
+                meta.extend(m.metadata if isinstance(m, FieldInfo) else [m])
+        elif origin in (typing.Union, types.UnionType) and type(None) in args:
+            tp, nullable = next(a for a in args if a is not type(None)), True
+        else:
+            return tp, meta, nullable
+
+
+def _spec(model, loc: tuple) -> tuple[object, list, bool]:
+    """The declared type of the value at `loc` in `model`."""
+    tp, meta, nullable = model, [], False
+    for key in loc:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(key)
+            if field is None:
+                return None, [], False
+            tp = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+        else:
+            args = typing.get_args(tp)
+            tp = args[key] if typing.get_origin(tp) is tuple else args[-1]  # a list's item, a dict's value
+        tp, meta, nullable = _unwrap(tp)
+    return tp, meta, nullable
+
+
+def _found(meta: list, attr: str, default=None):
+    """A declared constraint (Ge's ge, Le's le) or marker (Limit's name, Means' what)."""
+    return next((getattr(m, attr) for m in meta if hasattr(m, attr)), default)
+
+
+def explain(error: dict, model: type[BaseModel]) -> str:
+    """One line for one of pydantic's errors (`ValidationError.errors()`) about a value of `model`."""
+    loc, code, value = tuple(error["loc"]), error["type"], error.get("input")
+    where, ctx = place(loc), error.get("ctx") or {}
+    if "[key]" in loc:
+        return f"{place(loc[:1])} maps token ids to their text; {shown(loc[1])} is not a token id"
+    if code == "missing":
+        return f"{place(loc[:-1])} lacks the field {loc[-1]!r}"
+    if code == "extra_forbidden":
+        return f"{place(loc[:-1])} has a field this app does not write: {shown(loc[-1])}"
+    tp, meta, nullable = _spec(model, loc)
+    limit, lo, hi = _found(meta, "name"), _found(meta, "ge"), _found(meta, "le")
+    if code in _MUST:
+        return f"{where} must be {_MUST[code]}; found {kind(value)}"
+    if code in ("float_type", "float_parsing"):
+        return f"{where} must be a number{' or null' if nullable else ''}; found {kind(value)}"
+    if code in _RANGE and tp is int:
+        return f"{where} is {shown(value)}; it must be in [{lo}, {hi}]"
+    if code in _RANGE:
+        return f"{where} is {shown(value)}; it must be a finite number in [{lo:g}, {hi:g}]"
+    if code == "string_unicode":
+        at = lone_surrogate(value) or 0
+        return (f"{where} is not valid text: character {at} is a lone surrogate (U+{ord(value[at]):04X}), which "
+                "UTF-8 cannot encode")
+    if code in ("string_too_long", "too_long"):
+        what = "characters" if code == "string_too_long" else "entries"
+        return f"{where} has {len(value)} {what}; at most {ctx['max_length']} are accepted ({limit})"
+    if code == "too_short":
+        return f"{where} has {len(value)} entries; at least {ctx['min_length']} are needed"
+    if code == "literal_error":
+        return f"{where} must be one of {', '.join(map(str, typing.get_args(tp)))}; found {kind(value)}"
+    if code == "string_pattern_mismatch":
+        return f"{where} must be {_found(meta, 'what', 'text of another form')}; found {kind(value)}"
+    return f"{where} is {kind(value)}: {error['msg'][:200]}"
+

@@ -1,7 +1,9 @@
-"""One function per event of the page. Each moves the view (`UserState`) and redraws it; runs that animate
-are generators (see animation.py)."""
+"""One function per event of the page. Each calls a method of the visitor's Player (player.py) and redraws the
+page; runs that animate are generators (animation.py)."""
 from __future__ import annotations
 
+import os
+from functools import partial
 from html import escape
 
 import gradio as gr
@@ -13,21 +15,22 @@ from .animation import play
 from .backend import Backend, start_run
 from .messages import public_message, report
 from .render.explain import how_it_works_md
-from .render.status import auto_note, describe, model_line
+from .render.status import auto_note, describe, load_note_html, model_line
 from .screen import picture
 from .settings import CUSTOM, MEASURED, TREE_FIELDS, Form, parse_settings, preset_name, tree_presets, tree_settings
 from .stages import COMMITTED
-from .state import UserState
+from .player import Player
 from .view import News, View
 
 
-def on_run(view: View, backend: Backend, compute, user: UserState, form: Form):
+def on_run(view: View, backend: Backend, compute, user: Player, form: Form):
     """Start a run and animate it. `compute` is compute_run as the GPU sees it, for whole-run mode (ZeroGPU)."""
     try:
         settings = parse_settings(form, backend.device)
     except GumihoError as e:
         raise gr.Error(public_message(e)) from None
-    user.delay, user.fast, user.busy, user.stop = float(form.delay), bool(form.fast), True, False
+    user.delay, user.fast = float(form.delay), bool(form.fast)
+    user.starting()
     loading = "Loading the model (first run only)…" if not backend.ready else "Starting…"
     if backend.whole_runs:
         loading = "Computing the whole run on the GPU, then showing it step by step…"
@@ -36,80 +39,70 @@ def on_run(view: View, backend: Backend, compute, user: UserState, form: Form):
         run, live = (compute(settings), None) if backend.whole_runs else start_run(backend, settings)
     except Exception as e:
         message = report(e, "starting a run")
-        user.busy = False
+        user.finish()
         yield picture(view, user, describe(user), charts=False)
         raise gr.Error(message) from None
-    user.reset(run, live)
-    if user.stop:  # Stop came while the run was starting: it ends before its first step
-        yield on_stop(view, user)
-        return
-    if backend.whole_runs:
+    user.load(run, live, backend.live)  # if Stop came while the run was starting, it ends before its first step
+    if user.stopped:
+        yield picture(view, user, describe(user))
+    elif backend.whole_runs:
         yield from play(view, user, None, verb="Showing the computed steps of")
     else:
         yield from play(view, user, backend)
 
 
-def on_pause(user: UserState):
-    user.pause = True
+def on_pause(user: Player):
+    user.pause()
     return gr.update(interactive=False)
 
 
-def on_stop(view: View, user: UserState):
-    """Ends the run where it is and frees its caches. It acts at once: the animation, whose cancelling waits for
-    its step in progress, stops after its lane-step in progress (it reads the flags) and shows the same."""
-    user.pause, user.stop, user.busy = True, True, False
-    if user.live is not None:
-        user.live.release()
-        user.live = None
+def on_stop(view: View, user: Player):
+    """Ends the run where it is and frees its caches, at once; the animation (whose cancelling waits for its
+    lane-step in progress) ends after that lane-step."""
     fresh = user.stage == COMMITTED  # the charts on screen are this step's
-    user.stage = COMMITTED  # a step cut short is shown whole
+    user.stop()
     return picture(view, user, describe(user), charts=not fresh)
 
 
-def on_prev(view: View, user: UserState):
-    if user.run is None or user.cursor <= 0:
-        return picture(view, user, describe(user))
-    user.cursor, user.stage = user.cursor - 1, COMMITTED
+def on_prev(view: View, user: Player):
+    user.prev()
     return picture(view, user, describe(user))
 
 
-def on_replay(view: View, user: UserState, delay, fast):
+def on_replay(view: View, user: Player, delay, fast):
     if user.run is None:
         raise gr.Error("there is no run to replay: press Run, or load a run file")
     user.delay, user.fast = float(delay), bool(fast)
-    user.cursor, user.stage = -1, COMMITTED
+    user.replay()
     yield from play(view, user, None)
 
 
-def _refused(message: str):
-    """A refused load: a warning toast says why in one line (escaped: a toast shows HTML), and every output keeps
-    its value (raising gr.Error would also mark each of them "Error")."""
-    gr.Warning(escape(message, quote=False))
-    return gr.skip()
-
-
-def on_load(view: View, user: UserState, path):
+def on_load(view: View, user: Player, path):
     """Load a run file: checked whole, then drawn for a fresh view; only then does it replace the visitor's run.
-    A refusal changes nothing on screen and says why in one line (file content in it is HTML-escaped: a toast
-    shows HTML)."""
+    Either way the note under the button says, for this file, what became of it: a refusal in one line (and
+    nothing else on screen changes), or what was loaded. Not a toast: Gradio drops a toast of an event when the
+    same event fires again while it shows (gradio#5541, #9920), so every second refusal in a row went unseen."""
     if not path:
         raise gr.Error("no file was uploaded")
+    user.loads += 1
+    note = partial(load_note_html, user.loads, os.path.basename(path)[:80])
     try:
         run = runfile.read(path)
     except runfile.RunFileError as e:
-        return _refused(f"Could not load this run file: {e}")
-    loaded = UserState(delay=user.delay, fast=user.fast)
-    loaded.reset(run)
+        user.note = note(f"Could not load this run file: {e}", refused=True)
+        return {view.load_note: user.note}
+    steps = f"a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it."
+    loaded = Player(delay=user.delay, fast=user.fast, loads=user.loads, note=note(steps, refused=False))
+    loaded.load(run)
     loaded.cursor = len(run.records) - 1
     try:
         out = picture(view, loaded, f"Saved run loaded (no model needed): “{escape(run.settings.prompt[:120])}”. "
                       + describe(loaded))
     except Exception as e:  # a checked run should always draw; if not, the old one stays
         loaded.drop_export()
-        return _refused(f"Could not show this run file: {report(e, 'drawing a loaded run file')}")
+        user.note = note(f"Could not show this run file: {report(e, 'drawing a loaded run file')}", refused=True)
+        return {view.load_note: user.note}
     user.close()  # the run it replaces: its caches and its exported file
-    gr.Info(f"Loaded a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it.",
-            duration=5)
     return out  # its state is `loaded`: the visitor's from now on
 
 
@@ -130,11 +123,11 @@ def on_tree_edit(device: str, *values):
         return CUSTOM
 
 
-def on_delay(user: UserState, delay):
+def on_delay(user: Player, delay):
     user.delay = float(delay)
 
 
-def on_fast(user: UserState, fast):
+def on_fast(user: Player, fast):
     """Fast mode has no pictures between steps, so the animation speed does nothing there."""
     user.fast = bool(fast)
     return gr.update(interactive=not user.fast)
@@ -151,7 +144,7 @@ def on_method(method):
     return [gr.update(interactive=method != AR)] * (1 + len(TREE_FIELDS))
 
 
-def on_tick(news: News, backend: Backend, user: UserState):
+def on_tick(news: News, backend: Backend, user: Player):
     """The server's news for one visitor: the model line and what auto means now (also in "How it works"
     while there is no run). The timer stops when nothing more will change."""
     status = backend.status()

@@ -17,7 +17,7 @@ from .render.text_view import output_html
 from .render.whatif import whatif_html
 from .settings import AUTO, TREE_FIELDS, Form, preset_choices
 from .stages import COMMITTED
-from .state import UserState
+from .player import Player
 from .view import News, View
 
 EXAMPLES = [
@@ -38,6 +38,8 @@ PAGE_CSS = """
 #gm-buttons button{min-width:0}
 #tree{max-height:72vh;overflow:auto !important}
 #text{max-height:40vh;overflow:auto !important}
+.gm-load{font-size:14px;padding:6px 10px;border-radius:6px;border-left:4px solid #0072B2;background:#eef5fb;color:#111}
+.gm-load.refused{border-left-color:#D55E00;background:#fdf0e6}
 """
 STATE_TTL_S = 3 * 3600  # a visitor's run (and a paused run's caches) is dropped this long after their last action
 TREE_TIPS = {"top_k": "children per node at the serial steps", "mlp_topk": "tokens per MLP head",
@@ -104,11 +106,12 @@ def _toolbar() -> dict:
 
 
 def _files() -> dict:
-    """Saving a run, and loading one to replay without a model."""
+    """Saving a run, and loading one to replay without a model; under them, what became of the last file."""
     with gr.Row():
-        return dict(export_btn=gr.DownloadButton("Export run (JSON)", interactive=False, elem_id="export", size="sm"),
-                    load_btn=gr.UploadButton("Load run file", file_types=[".json"], type="filepath", elem_id="load",
-                                             size="sm"))
+        files = dict(export_btn=gr.DownloadButton("Export run (JSON)", interactive=False, elem_id="export", size="sm"),
+                     load_btn=gr.UploadButton("Load run file", file_types=[".json"], type="filepath", elem_id="load",
+                                              size="sm"))
+    return dict(files, load_note=gr.HTML("", elem_id="load-note"))
 
 
 def _charts() -> dict:
@@ -150,7 +153,7 @@ def build_view(backend: Backend) -> tuple[gr.Blocks, View]:
         charts = _charts()
         with gr.Accordion("How it works", open=True):
             how = gr.Markdown(how_it_works_md(None, None, auto_note(backend.status())), elem_id="how")
-        state = gr.State(UserState(), time_to_live=STATE_TTL_S, delete_callback=UserState.close)
+        state = gr.State(Player(), time_to_live=STATE_TTL_S, delete_callback=Player.close)
         view = View(status=status, how=how, state=state, **column, **charts, **toolbar, **files)
         wire(demo, view, News(model, auto, how, gr.Timer(1.0), remeasure), backend, form)
     return demo, view

@@ -1,5 +1,5 @@
 """What the page shows for the step on screen: `picture()` gives every output a value, from the view's
-position in the run (`UserState`) and the pure render functions."""
+position in the run (`Player`) and the pure render functions."""
 from __future__ import annotations
 
 import os
@@ -21,11 +21,11 @@ from .render.timing import timing_figure
 from .render.tree_view import tree_svg
 from .render.whatif import whatif_figure, whatif_html
 from .stages import COMMITTED
-from .state import UserState
+from .player import Player
 from .view import View
 
 
-def _export(user: UserState):
+def _export(user: Player):
     """The run as a file to download, written once per version of the run."""
     run = user.run
     if user.busy or run is None or not run.records:
@@ -41,7 +41,7 @@ def _export(user: UserState):
     return gr.update(value=user.export_path, interactive=True)
 
 
-def controls(view: View, user: UserState) -> dict:
+def controls(view: View, user: Player) -> dict:
     """Buttons are enabled exactly when they can do something; the status line says why the others are not."""
     busy, shown = user.busy, user.run is not None and user.cursor >= 0
     return {
@@ -57,7 +57,7 @@ def controls(view: View, user: UserState) -> dict:
     }
 
 
-def _answer_so_far(user: UserState, upto: int) -> str:
+def _answer_so_far(user: Player, upto: int) -> str:
     """The plain answer: the tokenizer's decoding once the whole run is on screen, else the tokens' texts."""
     run = user.run
     if upto == len(run.records) - 1:
@@ -66,7 +66,7 @@ def _answer_so_far(user: UserState, upto: int) -> str:
     return "".join(run.pieces.get(t, "") for t in ids)
 
 
-def _charts(view: View, user: UserState, upto: int) -> dict:
+def _charts(view: View, user: Player, upto: int) -> dict:
     run = user.run
     notes = {view.race_note: race_html(run, upto), view.whatif_note: whatif_html(run, upto)}
     if upto < 0:
@@ -85,7 +85,7 @@ def _blank(view: View) -> dict:
             view.answer: "", view.check: sampling_html(None, COMMITTED, {}, True)}
 
 
-def _step_on_screen(view: View, user: UserState) -> dict:
+def _step_on_screen(view: View, user: Player) -> dict:
     """The caption, tree, legend and text of the step and stage on screen."""
     run, rec, stage = user.run, user.run.records[user.cursor], user.stage
     upto = user.cursor if stage == COMMITTED else user.cursor - 1  # the last step whose tokens are in the text
@@ -100,13 +100,13 @@ def _step_on_screen(view: View, user: UserState) -> dict:
     }
 
 
-def picture(view: View, user: UserState, message: str, charts: bool = True) -> dict:
+def picture(view: View, user: Player, message: str, charts: bool = True) -> dict:
     """Every output for the step and stage on screen. Charts are recomputed only when asked (after a commit);
     otherwise the last ones are sent again, unchanged (Gradio sends a generator's unchanged outputs as empty
     diffs). Every output always gets a value: a component left out of a picture would get Gradio's generic
     update, and its alternation with values makes the session's copy of the page grow at every step."""
     out = {view.status: status_html(message, user.run.notes if user.run else ()), view.state: user,
-           **controls(view, user)}
+           view.load_note: user.note, **controls(view, user)}
     shown = user.run is not None and user.cursor >= 0
     out.update(_step_on_screen(view, user) if shown else _blank(view))
     if charts or not user.charts:

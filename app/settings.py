@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from gumiho_core import TREE_FIELDS, DecodeConfig, GumihoError, TreeConfig, check_method
+from gumiho_core import (MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_TREE_DEPTH, TREE_FIELDS, DecodeConfig, GumihoError,
+                         TreeConfig, check_method)
 
-from .limits import MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_TREE_DEPTH, lone_surrogate
+from .limits import lone_surrogate
 from .state import Settings
 # auto: the fastest tree measured on this device that uses the MLP heads; fastest: of any depth (TreeChoice), as
 # the CLI's --tree auto and --tree fastest. Both are known only once the device is measured.

@@ -1,19 +1,11 @@
 """The data the page shows: per user, a recorded run (plain data, can be saved and replayed without a
-model) and the view on it; for everyone, the server's status.
-
-One `UserState` lives in each browser session's gr.State. The running animation and the Pause,
-speed and fast-mode controls share it: a control sets a field, the animation reads it between
-pictures.
+model; player.py holds it with the view on it); for everyone, the server's status.
 """
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass, field
 
 from gumiho_core import DecodeConfig, StepRecord, TreeChoice, TreeConfig
-
-from .stages import COMMITTED
 
 
 @dataclass(frozen=True)
@@ -26,9 +18,6 @@ class Settings:
     tree: TreeConfig | None
     preset: str  # as shown: "paper", "custom", "auto", or "auto → small (CPU)" while this device is unmeasured
     tree_source: str = ""  # why this tree: the auto choice's summary, or the preset's name
-
-
-FULL_PRECISION, HALF_PRECISION = ("float32", "float64"), ("bfloat16", "float16")  # Run.dtype's known names
 
 
 @dataclass
@@ -69,55 +58,6 @@ class Run:
     def add_baseline(self, record: StepRecord) -> None:
         self.baseline.append((record.total_new_tokens, record.compute_s))
         self.baseline_ids += record.new_token_ids
-
-
-@dataclass
-class UserState:
-    """Everything one visitor has: the run on screen, the live decoders behind it, and the view's position."""
-
-    run: Run | None = None
-    live: object | None = None  # runner.Live while the run can still decode more steps; not saved
-    cursor: int = -1  # index of the step on screen
-    stage: str = COMMITTED  # how far into that step's animation the screen is
-    delay: float = 0.5  # seconds per animation picture
-    fast: bool = False  # one picture per step, no pauses
-    pause: bool = False  # set by Pause (and Stop), read by the animation between pictures and lane-steps
-    stop: bool = False  # set by Stop, which also reaches a run still starting (on_run reads it after the start)
-    busy: bool = False  # an animation is running for this visitor
-    export_path: str | None = None
-    export_key: tuple = ()
-    charts: dict = field(default_factory=dict)  # the last numbers, charts and "How it works", by component
-
-    def reset(self, run: Run | None, live=None) -> None:
-        if self.live is not None and self.live is not live:
-            self.live.release()  # the run it replaces will never compute again: free its caches now
-        self.run, self.live, self.cursor, self.stage = run, live, -1, COMMITTED
-        self.pause = False
-
-    def close(self) -> None:
-        """The visitor has gone (gr.State's delete_callback): free what a paused run still holds."""
-        if self.live is not None:
-            self.live.release()
-            self.live = None
-        self.drop_export()
-
-    def drop_export(self) -> None:
-        """Delete the last exported run file (each export has a folder of its own)."""
-        if self.export_path:
-            shutil.rmtree(os.path.dirname(self.export_path), ignore_errors=True)
-        self.export_path, self.export_key = None, ()
-
-    @property
-    def can_compute(self) -> bool:
-        """True while the live decoder can produce more steps."""
-        return self.live is not None and self.live.can_compute
-
-    @property
-    def more_to_show(self) -> bool:
-        """Steps (or the rest of a step) that Next or Resume would show."""
-        if self.run is None:
-            return False
-        return self.stage != COMMITTED or self.cursor + 1 < len(self.run.records) or self.can_compute
 
 
 @dataclass(frozen=True)

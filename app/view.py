@@ -37,6 +37,7 @@ class View:
     replay_btn: gr.Button
     export_btn: gr.DownloadButton
     load_btn: gr.UploadButton
+    load_note: gr.HTML  # what became of the last file loaded: its own line, refused or loaded (never a toast)
     state: gr.State
 
     @property

@@ -15,6 +15,9 @@ Public API (the app and the CLIs use only these names):
     encode_prompt, decode_tokens, token_pieces         -- text at the edges
     GumihoError                                        -- every user-facing error
     first_difference                                   -- where two outputs part (gumiho_core.exactness)
+    RunFile, StepFile (RUN_FILE_FORMAT, RUN_FILE_VERSION), json_containers, MAX_NEW_TOKENS, MAX_TREE_DEPTH, ...
+                                                       -- the run file's schema, its limits and its JSON budget
+    ROOT, SERIAL_STEP, MLP_HEAD, SERIAL_STEPS           -- the proposer vocabulary: "root", "serial<d>", "mlp<m>"
 """
 from .acceptance import Acceptance
 from .config import (
@@ -41,10 +44,14 @@ from .exactness import first_difference
 from .measure.autotree import REMEASURE_GAP, TreeChoice, cached_tree_choice, choose_tree, mark_stale, prediction_gap
 from .measure.whatif import CostCurve, StepCosts, WhatIf, flat_curve, measured_curve, what_if
 from .models import DEFAULT_TARGET_NAME, load_drafter, load_target, resolve_device, untrained_drafter
-from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, STEP_KINDS, STOP_REASONS, RunResult, StepRecord
+from .records import (AUTOREGRESSIVE, FULL_PRECISION, HALF_PRECISION, PREFILL, RUN_FILE_FORMAT, RUN_FILE_VERSION,
+                      SPECULATIVE, STEP_KINDS, STOP_REASONS, RunFile, RunResult, StepFile, StepRecord)
+from .schema import (MAX_ANSWER_CHARS, MAX_COUNT, MAX_NAME_CHARS, MAX_NEW_TOKENS, MAX_NOTE_CHARS, MAX_NOTES,
+                     MAX_PIECE_CHARS, MAX_PROMPT_CHARS, MAX_RECORDS, MAX_SECONDS, MAX_SPECIAL_IDS, MAX_TOKEN_ID,
+                     MAX_TREE_DEPTH, MAX_TREE_NODES, MIN_LOGPROB, SERIAL_STEPS, json_containers)
 from .target import Target
 from .text import decode_tokens, encode_prompt, token_pieces
-from .tree import PARALLEL, DraftTree
+from .tree import MLP_HEAD, PARALLEL, ROOT, SERIAL_STEP, DraftTree
 from .verify import SamplingTrace, Verdict
 
 __all__ = [
@@ -55,5 +62,9 @@ __all__ = [
     "RunResult", "StepRecord", "STEP_KINDS", "STOP_REASONS", "PREFILL", "SPECULATIVE", "AUTOREGRESSIVE", "generate",
     "start", "GumihoError", "Target", "DraftTree", "Verdict", "first_difference",
     "SamplingTrace", "POOLS", "REMEASURE_GAP", "mark_stale", "prediction_gap", "what_if", "WhatIf", "CostCurve",
-    "StepCosts", "flat_curve", "measured_curve",
+    "StepCosts", "flat_curve", "measured_curve", "RunFile", "StepFile", "RUN_FILE_FORMAT", "RUN_FILE_VERSION",
+    "FULL_PRECISION", "HALF_PRECISION", "json_containers", "ROOT", "SERIAL_STEP", "MLP_HEAD", "SERIAL_STEPS",
+    "MAX_ANSWER_CHARS", "MAX_COUNT", "MAX_NAME_CHARS", "MAX_NEW_TOKENS", "MAX_NOTE_CHARS", "MAX_NOTES",
+    "MAX_PIECE_CHARS", "MAX_PROMPT_CHARS", "MAX_RECORDS", "MAX_SECONDS", "MAX_SPECIAL_IDS", "MAX_TOKEN_ID",
+    "MAX_TREE_DEPTH", "MAX_TREE_NODES", "MIN_LOGPROB",
 ]

@@ -2,83 +2,61 @@
 animates the records, run files store them, the CLIs and the API print a run's JSON from one method."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
-from .config import DecodeConfig, TreeConfig
+from pydantic import Strict
+
+from .config import MAX_SEED, METHODS, DecodeConfig, TreeConfig
 from .drafting import DraftPhase
+from .schema import (MAX_ANSWER_CHARS, MAX_NEW_TOKENS, MAX_NOTES, MAX_PIECE_CHARS, MAX_PROMPT_CHARS, MAX_RECORDS,
+                     MAX_SPECIAL_IDS, MAX_TREE_DEPTH, TOKEN_KEY, FileModel, Name, Note, Omissible, Seconds, Token,
+                     config_model, file_model, listed, pattern, text, to_file, tupled, whole)
 from .tree import DraftTree
 from .verify import Verdict
 
 PREFILL, SPECULATIVE, AUTOREGRESSIVE = STEP_KINDS = ("prefill", "speculative", "autoregressive")
 STOP_REASONS = ("eos", "max_new_tokens", "context", "out_of_memory")  # why a run ended (StepRecord.stop_reason)
-
-
-def _phase_dict(p: DraftPhase) -> dict:
-    return {"name": p.name, "depths": list(p.depths), "candidates": p.candidates, "seconds": round(p.seconds, 6)}
-
-
-def _phase(d: dict) -> DraftPhase:
-    return DraftPhase(name=str(d["name"]), depths=tuple(int(x) for x in d["depths"]), candidates=int(d["candidates"]),
-                      seconds=float(d["seconds"]))
-
-
-def _verdict_dict(v: Verdict) -> dict:
-    return {"accepted": list(v.accepted), "bonus": v.bonus, "target_token": list(v.target_token),
-            "target_prob": [None if math.isnan(p) else round(p, 5) for p in v.target_prob]}  # null: never checked
-
-
-def _verdict(d: dict) -> Verdict:
-    return Verdict(accepted=tuple(int(x) for x in d["accepted"]), bonus=int(d["bonus"]),
-                   target_token=tuple(int(x) for x in d["target_token"]),
-                   target_prob=tuple(float("nan") if x is None else float(x) for x in d["target_prob"]))
+FULL_PRECISION, HALF_PRECISION = ("float32", "float64"), ("bfloat16", "float16")  # a target's dtype, by name
+RUN_FILE_FORMAT, RUN_FILE_VERSION = "gumiho-visualiser-run", 1
 
 
 @dataclass(frozen=True)
 class StepRecord:
-    index: int  # 0 is the prefill
-    kind: str  # one of STEP_KINDS
-    tree: DraftTree | None
-    phases: tuple[DraftPhase, ...]
-    verdict: Verdict | None
-    new_token_ids: tuple[int, ...]  # what this step appended to the output (after any stop truncation)
-    draft_s: float
-    verify_s: float
-    commit_s: float
-    total_new_tokens: int
-    total_steps: int  # decoding steps so far, the prefill not counted
-    compute_s: float  # seconds spent inside step() so far, the prefill included (pauses between steps excluded)
+    """One step as the engine makes it, the app animates it and a run file stores it. Each annotation is also the
+    field's type, range and limit in a run file (schema.py): a new field is declared here, once."""
+
+    index: whole(0, MAX_RECORDS)  # 0 is the prefill
+    kind: Literal[STEP_KINDS]
+    tree: Annotated[DraftTree | None, Omissible(None)]
+    phases: Annotated[tupled(DraftPhase, MAX_TREE_DEPTH, "drafting phases per step"), Omissible(())]
+    verdict: Annotated[Verdict | None, Omissible(None)]
+    # what this step appended to the output (after any stop truncation): the accepted path and the bonus
+    new_token_ids: tupled(Token, MAX_TREE_DEPTH + 1, "tokens per step: the accepted path and the bonus", least=1)
+    draft_s: Seconds
+    verify_s: Seconds
+    commit_s: Seconds
+    total_new_tokens: whole(1, MAX_NEW_TOKENS)
+    total_steps: whole(0, MAX_RECORDS)  # decoding steps so far, the prefill not counted
+    compute_s: Seconds  # seconds spent inside step() so far, the prefill included (pauses between steps excluded)
     done: bool
-    stop_reason: str | None  # one of STOP_REASONS on the last step, else None
+    stop_reason: Annotated[Literal[STOP_REASONS] | None, Omissible(None)]  # on the last step, else None
 
     @property
     def seconds(self) -> float:
         return self.draft_s + self.verify_s + self.commit_s
 
     def to_dict(self) -> dict:
-        return {
-            "index": self.index, "kind": self.kind, "tree": self.tree.to_dict() if self.tree else None,
-            "phases": [_phase_dict(p) for p in self.phases],
-            "verdict": None if self.verdict is None else _verdict_dict(self.verdict),
-            "new_token_ids": list(self.new_token_ids),
-            "draft_s": round(self.draft_s, 6), "verify_s": round(self.verify_s, 6),
-            "commit_s": round(self.commit_s, 6), "total_new_tokens": self.total_new_tokens,
-            "total_steps": self.total_steps, "compute_s": round(self.compute_s, 6),
-            "done": self.done, "stop_reason": self.stop_reason,
-        }
+        """This step as a run file holds it (StepFile, derived from the annotations above)."""
+        return to_file(StepFile, self)
 
     @classmethod
     def from_dict(cls, d: dict) -> StepRecord:
-        return cls(
-            index=int(d["index"]), kind=str(d["kind"]),
-            tree=DraftTree.from_dict(d["tree"]) if d.get("tree") else None,
-            phases=tuple(_phase(p) for p in d.get("phases", [])),
-            verdict=None if d.get("verdict") is None else _verdict(d["verdict"]),
-            new_token_ids=tuple(int(x) for x in d["new_token_ids"]),
-            draft_s=float(d["draft_s"]), verify_s=float(d["verify_s"]), commit_s=float(d["commit_s"]),
-            total_new_tokens=int(d["total_new_tokens"]), total_steps=int(d["total_steps"]),
-            compute_s=float(d["compute_s"]), done=bool(d["done"]), stop_reason=d.get("stop_reason"),
-        )
+        """The step a run file's entry holds, every field checked (a pydantic ValidationError if one is wrong)."""
+        return StepFile.model_validate(d).build()
+
+
+StepFile = file_model(StepRecord, "StepFile")
 
 
 @dataclass(frozen=True)
@@ -118,3 +96,35 @@ class RunResult:
         return {**self.summary(), "text": text, "target": target, "prompt_tokens": len(self.prompt_ids),
                 "tree": self.tree.to_dict() if self.tree else None, "tree_source": tree_source if self.tree else None,
                 "decode": self.decode.to_dict()}
+
+Prompt, Answer = text(MAX_PROMPT_CHARS, "characters per prompt"), text(MAX_ANSWER_CHARS, "characters per answer")
+Piece = text(MAX_PIECE_CHARS, "characters per token text")
+DecodeFile, TreeShapeFile = config_model(DecodeConfig, "DecodeFile"), config_model(TreeConfig, "TreeShapeFile")
+
+
+class RunFile(FileModel):
+    """A run saved by the app (app/runfile.py writes it, runcheck.py adds what no single field can say), in the
+    order a refusal names the first fault: format, the texts, the settings, the steps, the clocks."""
+
+    format: Literal[RUN_FILE_FORMAT]
+    version: Literal[RUN_FILE_VERSION]
+    saved: Name = ""
+    prompt: Prompt
+    text: Answer
+    target: Name
+    device: Name
+    preset: Name
+    tree_source: Note = ""  # absent before the auto tree
+    notes: listed(Note, MAX_NOTES, "notes per run")
+    decode: DecodeFile
+    tree: TreeShapeFile
+    method: Literal[METHODS]
+    dtype: Literal[FULL_PRECISION + HALF_PRECISION] = ""  # absent before the exactness line told fp32 from half
+    prompt_tokens: whole(1, MAX_SEED)
+    pieces: dict[pattern(TOKEN_KEY, "a token id"), Piece]
+    records: listed(StepFile, MAX_RECORDS, "steps per run")
+    clock: listed(Seconds, MAX_RECORDS, "one time per step")
+    baseline: listed(Annotated[tuple[whole(1, MAX_NEW_TOKENS), Seconds], Strict(False)], MAX_NEW_TOKENS,
+                     "plain decoding steps")  # plain decoding of the prompt: [tokens, seconds] after each step
+    baseline_ids: listed(Token, MAX_NEW_TOKENS, "tokens per run")
+    special_ids: listed(Token, MAX_SPECIAL_IDS, "special tokens")

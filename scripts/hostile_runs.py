@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -137,23 +138,21 @@ def _html_bytes(out: dict) -> int:
 
 def measure(path: str) -> dict:
     """One load through the page's handler, in this (fresh) process."""
-    import gradio as gr
-
     from app.backend import Backend
     from app.handlers import on_load
     from app.layout import build_view
-    from app.state import UserState
+    from app.player import Player
 
     demo, view = build_view(Backend("default", "default", "cpu", auto_tree="off"))
     warm = Path(path).with_name("warm-up.json")  # a small run first: plotly's first figure costs ~0.5 s, once
     warm.write_text(as_written(synthetic_run(3)), encoding="utf-8")
-    user = UserState()
+    user = Player()
     on_load(view, user, str(warm))
     before, wall, cpu = _rss_mb(), time.perf_counter(), time.process_time()
-    try:
-        out, result = on_load(view, user, path), "loaded"
-    except gr.Error as e:
-        out, result = {}, f"refused: {e.message}"
+    out = on_load(view, user, path)
+    note = re.sub("<[^>]+>", "", out.get(view.load_note, ""))  # what the page says under the Load button
+    result = f"refused: {note}" if note.startswith("Refused") else "loaded"
+    out = {} if note.startswith("Refused") else out
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return {"file": Path(path).name, "bytes": Path(path).stat().st_size, "result": result[:160],

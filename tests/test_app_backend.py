@@ -5,9 +5,9 @@ from dataclasses import replace
 import pytest
 from app_data import fake_choice, fake_loaded, form, make_run
 
+from app.player import Player
 from app.render.explain import how_it_works_md
 from app.settings import AUTO, parse_settings, tree_presets
-from app.state import UserState
 
 
 def test_auto_is_the_fallback_until_this_device_is_measured_then_the_measured_tree(monkeypatch):
@@ -86,15 +86,15 @@ def test_paused_runs_beyond_the_limit_stop_computing_oldest_first():
     from app.backend import MAX_LIVE_RUNS, Backend, Live
 
     models = Backend("default", "default", "cpu")
-    lives = [Live(SimpleNamespace(done=False), None, None, models.live) for _ in range(MAX_LIVE_RUNS + 2)]
-    for live in lives:
-        models.live.keep(live)
+    players = [Player() for _ in range(MAX_LIVE_RUNS + 2)]
+    for player in players:
+        player.load(make_run(), Live(SimpleNamespace(done=False, generated=[]), None, None), models.live)
     assert len(models.live) == MAX_LIVE_RUNS
-    assert not lives[0].can_compute and not lives[1].can_compute and lives[2].can_compute
-    user = UserState()
-    user.reset(make_run(), lives[-1])
-    user.close()  # the visitor left: its paused run lets go of its caches
-    assert not lives[-1].can_compute and len(models.live) == MAX_LIVE_RUNS - 1 and user.live is None
+    assert not players[0].can_compute and not players[1].can_compute and players[2].can_compute
+    assert players[0].run is not None and players[0].more_to_show  # its recorded steps stay, to browse
+    last, live = players[-1], players[-1].live
+    last.close()  # the visitor left: its paused run lets go of its caches
+    assert live.session is None and last.live is None and len(models.live) == MAX_LIVE_RUNS - 1
 
 
 def test_the_api_waits_for_a_measurement_on_its_way_and_a_run_does_not(monkeypatch):

@@ -24,6 +24,8 @@ TOKENS = 24
 PAPER_FLAGS = ["--top-k", "14", "--mlp-topk", "35", "--pruning", "35", "--total-tokens", "64", "--depth", "7"]
 ENDED = "the run has ended"
 LAPTOP, DESKTOP = {"width": 1280, "height": 800}, {"width": 1920, "height": 1080}
+UPLOAD = 'input[data-testid="Load run file-upload-button"]'
+ANSWER_S = 2.0  # a loaded file's answer on the page, from the upload (issue #19)
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -236,9 +238,9 @@ def test_bad_input_keeps_the_page_and_what_was_typed(page):
     bad = SHOTS.parent / "not-a-run.json"
     bad.parent.mkdir(parents=True, exist_ok=True)
     bad.write_text('{"format": "gumiho-visualiser-run", "version": 1, "records": []}')
-    page.set_input_files('input[data-testid="Load run file-upload-button"]', str(bad))
-    expect(page.locator(".toast-body").last).to_contain_text("Could not load this run file")
-    assert "/" not in page.locator(".toast-body").last.inner_text().split("run file", 1)[1]  # no server path
+    page.set_input_files(UPLOAD, str(bad))
+    expect(page.locator("#load-note")).to_contain_text("Could not load this run file")
+    assert "/" not in page.locator("#load-note").inner_text().split("run file", 1)[1]  # no server path
     shot(page, "bad-input")
 
 
@@ -284,7 +286,7 @@ def test_animation_stop_pause_steps_replay_export_and_load(page, tmp_path):
     download.value.save_as(saved)
     data = json.loads(saved.read_text())
     assert data["prompt"] == PROMPT and data["preset"] == "paper" and data["tree"]["total_tokens"] == 64
-    page.set_input_files('input[data-testid="Load run file-upload-button"]', str(saved))
+    page.set_input_files(UPLOAD, str(saved))
     expect(page.locator("#status")).to_contain_text("Saved run loaded")
     shot(page, "loaded-run")
 
@@ -320,7 +322,7 @@ def test_a_hostile_run_file_is_refused_and_the_previous_run_stays_usable(page, t
             "proposer": ["root"] + ["serial1"] * (nodes - 1), "logprob": [0.0] * nodes, "score": [0.0] * nodes}
     star.write_text(json.dumps({**good, "records": [good["records"][0], {**step, "tree": tree}]}), encoding="utf-8")
     surrogate.write_text(json.dumps({**good, "pieces": {**good["pieces"], "7": "A\udc80B"}}), encoding="utf-8")
-    upload = 'input[data-testid="Load run file-upload-button"]'
+    upload = UPLOAD
     page.set_input_files(upload, str(good_file))
     expect(page.locator("#status")).to_contain_text("Saved run loaded", timeout=60_000)  # a busy CI machine
     expect(page.locator("#how")).to_contain_text("[official docs](https://evil.example/login)")
@@ -328,10 +330,81 @@ def test_a_hostile_run_file_is_refused_and_the_previous_run_stays_usable(page, t
     for path, words in ((star, "tree.tokens has 8000 entries; at most 1024 are accepted (nodes per tree)"),
                         (surrogate, "is a lone surrogate (U+DC80)")):
         page.set_input_files(upload, str(path))
-        expect(page.locator(".toast-body").last).to_contain_text(words, timeout=60_000)
+        expect(page.locator("#load-note")).to_contain_text(words, timeout=60_000)
         assert page.locator("#caption").inner_text() == caption
         expect(page.locator("#status")).to_contain_text("Saved run loaded")
     shot(page, "hostile-file-refused")
     page.click("#replay")  # the event stream still works: the old run replays
     expect(page.locator("#status")).to_contain_text(ENDED, timeout=60_000)
     assert not [u for u in requests if "evil.example" in u]
+
+
+def _mutants(run: dict) -> dict:
+    """Name -> (the file, words its refusal must show): one refused mutant of each kind the fuzz test
+    (test_app_hostile.py) writes, each at another field of a real exported run."""
+    def at(path, value):
+        doc = json.loads(json.dumps(run))
+        *head, last = path
+        target = doc
+        for key in head:
+            target = target[key]
+        target[last] = value
+        return json.dumps(doc)
+
+    return {
+        "null": (at(("records", 1, "tree", "logprob", 1), None), "tree.logprob[1] must be a number; found null"),
+        "true": (at(("records", 1, "index"), True), "step 1: index must be a whole number; found true"),
+        "text": (at(("decode", "temperature"), "x"), "field 'decode.temperature' must be a number; found text"),
+        "negative": (at(("records", 1, "draft_s"), -1), "draft_s is -1; it must be a finite number in [0, 1e+06]"),
+        "zero": (at(("prompt_tokens",), 0), "field 'prompt_tokens' is 0; it must be in [1,"),
+        "huge-int": (at(("records", 1, "tree", "tokens", 1), 2**70), "tree.tokens[1] is 1180591620717411303424"),
+        "big-float": (at(("clock", 0), 1e308), "field 'clock'[0] is 1e+308; it must be a finite number"),
+        "logprob-1000": (at(("records", 1, "tree", "logprob", 1), 1000), "it must be a finite number in [-1e+06, 0]"),
+        "nan-text": (at(("records", 1, "draft_s"), "nan"), "draft_s must be a number; found text 'nan'"),
+        "empty-list": (at(("records",), []), "the run file has no steps"),
+        "empty-object": (at(("records", -1, "stop_reason"), {}), "stop_reason must be one of eos"),
+        "deep": (at(("notes",), json.loads("[" * 50 + "]" * 50)), "levels of nesting; at most 8 are accepted"),
+        "lone-surrogate": (at(("prompt",), "A\udc80B"), "field 'prompt' is not valid text"),
+    }
+
+
+@pytest.fixture(scope="module")
+def exported_run(tiny_pair) -> dict:
+    """A real run as Export writes it: the tiny pair decoding 12 tokens with the paper tree."""
+    import torch
+
+    from app import runfile
+    from app.backend import Backend, compute_run
+    from app.state import Settings
+    from gumiho_core import DecodeConfig, TreeConfig
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    backend = Backend(str(tiny_pair[0]), str(tiny_pair[1]), "cpu", auto_tree="off")
+    run = compute_run(backend, Settings("w1 w2 w3 w4", "gumiho", DecodeConfig(max_new_tokens=12), TreeConfig(),
+                                        "paper", "the paper"))
+    torch.set_num_threads(threads)
+    return json.loads(runfile.dumps(run))
+
+
+def test_every_file_loaded_in_a_row_gets_its_own_answer_within_2_s(page, exported_run, tmp_path):
+    """Issue #19: a second refused file while the first's answer still shows used to get no message at all (a
+    toast of the same event, dropped). Thirteen refused files in a row, then a real one, each loaded as soon as
+    the previous answer shows: each gets its own line under the button, naming it, within 2 s."""
+    note = page.locator("#load-note")
+    files = {**_mutants(exported_run), "real": (json.dumps(exported_run), "Loaded (file 14: real.json)")}
+    took = {}
+    for number, (name, (text, words)) in enumerate(files.items(), 1):
+        path = tmp_path / f"{name}.json"
+        path.write_text(text, encoding="utf-8")
+        start = time.monotonic()
+        page.set_input_files(UPLOAD, str(path))
+        expect(note).to_contain_text(f"(file {number}: {name}.json)", timeout=10_000)
+        took[name] = time.monotonic() - start
+        expect(note).to_contain_text(words, timeout=1)
+        if name == "empty-object":
+            shot(page, "refused-in-a-row", "#load-note")
+    print("seconds to each answer:", {k: round(v, 2) for k, v in took.items()})
+    shot(page, "loaded-after-13-refusals")
+    expect(page.locator("#status")).to_contain_text("Saved run loaded")
+    assert max(took.values()) < ANSWER_S, took

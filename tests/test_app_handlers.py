@@ -5,10 +5,10 @@ import re
 import pytest
 from app_data import fake_choice, form, needs_default
 
+from app.player import Player
 from app.render.stats import run_stats
 from app.settings import AUTO, api_settings, parse_settings, tree_presets
 from app.stages import COMMITTED
-from app.state import UserState
 from gumiho_core import GumihoError
 
 PROMPT = "Name three colours of the rainbow."
@@ -62,11 +62,11 @@ def test_pause_next_prev_resume_and_the_text_equals_the_clis(app_view, capsys):
     from app.handlers import on_prev
 
     models, view = app_view
-    user = UserState()
+    user = Player()
     frames = run_handler(models, view, user)
     while user.cursor < 1:  # pictures (those of the race's other lanes among them) until step 1 is on screen
         next(frames)
-    user.pause = True  # what the Pause button does
+    user.pause()  # what the Pause button does
     list(frames)
     assert not user.busy and user.can_compute and user.cursor >= 1
     at = user.cursor
@@ -89,7 +89,7 @@ def test_every_picture_sets_every_output(app_view):
     """A component left out of a picture gets Gradio's generic update; alternating that with values makes
     each session's copy of the page grow at every step (Gradio 6.31). So no picture leaves one out."""
     models, view = app_view
-    user = UserState()
+    user = Player()
     frames = list(run_handler(models, view, user, max_new_tokens=12, fast=False))
     assert len(user.run.records) >= 3  # several animated steps, not only the first picture
     assert len(frames) > 8 and all(set(f) == set(view.outputs) for f in frames)
@@ -100,7 +100,7 @@ def test_stop_ends_the_run_and_keeps_what_was_shown(app_view):
     from app.handlers import on_stop
 
     models, view = app_view
-    user = UserState()
+    user = Player()
     frames = run_handler(models, view, user, max_new_tokens=30)
     for _ in range(3):
         next(frames)
@@ -117,7 +117,7 @@ def test_bad_prompts_fail_before_anything_changes(app_view, prompt, message):
     import gradio as gr
 
     models, view = app_view
-    user = UserState()
+    user = Player()
     with pytest.raises(gr.Error, match=message):
         list(run_handler(models, view, user, prompt=prompt))
     assert user.run is None and not user.busy
@@ -153,7 +153,7 @@ def test_the_api_uses_the_auto_tree_as_the_cli_does(app_view, monkeypatch):
 @needs_default
 def test_a_run_with_preset_auto_says_which_tree_it_used(app_view):
     models, view = app_view
-    user = UserState()
+    user = Player()
     frames = list(run_handler(models, view, user, preset=AUTO, max_new_tokens=4))
     s = user.run.settings
     assert s.preset == "auto → small (CPU)" and s.tree == tree_presets()["small (CPU)"]
@@ -168,37 +168,35 @@ def _lane_steps(run) -> int:
 
 
 @needs_default
-def test_pause_and_stop_cut_a_turn_between_lanes_and_the_race_goes_on_where_it_stopped(app_view):
-    """turn() takes one lane-step per iteration, so the animation can stop (Pause, Stop, a cancelled event)
-    between any two lanes of a turn; a cut turn goes on at the next turn() and the race ends as an uncut one does."""
-    from app.backend import start_run, turn
+def test_pause_cuts_the_race_between_any_two_lanes_and_it_goes_on_where_it_stopped(app_view):
+    """A Player takes one lane-step per advance at most, so the animation can stop (Pause, Stop, a cancelled
+    event) between any two lanes; a race paused anywhere ends as an uncut one does, and is then freed."""
+    from app.backend import compute_run, start_run
     from app.render.race import race_html
 
     models, _ = app_view
     settings = parse_settings(form(prompt=PROMPT, max_new_tokens=12, preset="small (CPU)"), "cpu")
-    whole, live = start_run(models, settings)
-    while live.can_compute:
-        for _ in turn(models, whole, live):
-            pass
-    run, live = start_run(models, settings)
-    cuts, n = 0, 0
-    while live.can_compute:
-        n += 1
-        steps, before = turn(models, run, live), _lane_steps(run)
-        for taken, _ in enumerate(steps, 1):
-            assert _lane_steps(run) == before + taken  # exactly one lane-step per iteration
-            if taken == n % 3 + 1:  # the visitor stops after 1, 2 or 3 lane-steps
+    whole = compute_run(models, settings)
+    player, cuts = Player(fast=True), 0
+    player.load(*start_run(models, settings), models.live)
+    while player.can_compute:
+        player.begin()
+        for _ in range(cuts % 3 + 1):  # the visitor pauses after 1, 2 or 3 ticks
+            before = _lane_steps(player.run)
+            if player.advance(models) is None:
                 break
-        cuts += steps.gi_frame is not None  # suspended mid-turn: a cut
-        steps.close()
-        assert _lane_steps(run) == before + taken, "a lane-step was taken after the caller stopped"
-    assert cuts >= 3 and live.session is None  # turns were cut; the finished race is released
+            assert _lane_steps(player.run) - before <= 1, "more than one lane-step between two pictures"
+        player.pause()
+        assert player.advance(models) is None  # nothing more once Pause came
+        player.finish()
+        cuts += 1
+    run = player.run
+    assert cuts >= 3 and player.live is None  # paused many times; the finished race let go of its decoders
     assert run.token_ids == whole.token_ids and run.baseline_ids == whole.baseline_ids
     for method, records in whole.rivals.items():
         assert [r.new_token_ids for r in run.rivals[method]] == [r.new_token_ids for r in records], method
         assert run.rivals[method][-1].done
     assert "Identical output" in race_html(run, len(run.records) - 1)
-    assert list(turn(models, run, live)) == [] and _lane_steps(run) == _lane_steps(whole)
 
 
 @needs_default
@@ -206,7 +204,7 @@ def test_the_animation_yields_after_every_lane_step(app_view):
     """A cancelled event (Stop, a closed tab) can only end a generator between two pictures: so a picture comes
     after every lane-step of the race, and a cancelled run computes one lane-step more at most."""
     models, view = app_view
-    user, seen = UserState(), []
+    user, seen = Player(), []
     for _ in run_handler(models, view, user, max_new_tokens=12):
         seen.append(_lane_steps(user.run) if user.run is not None else 0)
     assert user.run.rivals and len(user.run.records) >= 3
@@ -220,7 +218,7 @@ def test_whole_run_mode_computes_first_then_shows_the_same_steps(app_view):
     from app.backend import Backend, compute_run
 
     models, view = app_view
-    live, whole = UserState(), UserState()
+    live, whole = Player(), Player()
     list(run_handler(models, view, live))
     once = Backend("default", "default", "cpu", whole_runs=True)
     once.loader = models.loader  # the same weights, computed the ZeroGPU way
@@ -268,6 +266,6 @@ def test_a_target_that_cannot_load_is_reported_and_runs_say_so(monkeypatch, spec
     models = Backend(spec, "default", "cpu")
     _, view = build_view(models)
     with pytest.raises(gr.Error, match=re.escape(message)):
-        list(run_handler(models, view, UserState()))
+        list(run_handler(models, view, Player()))
     assert "could not be loaded" in model_line(models.status()) and "Load run file" in model_line(models.status())
     assert models.loader.error and "/no/such" not in models.loader.error

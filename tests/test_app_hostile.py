@@ -14,12 +14,13 @@ from app.backend import Backend, compute_run
 from app.handlers import on_load
 from app.layout import build_view
 from app.limits import MAX_BYTES
+from app.player import Player
 from app.render.charts import all_figures
 from app.render.explain import how_it_works_md, numbers_html, step_caption
 from app.render.stats import run_stats
 from app.render.text_view import output_html
 from app.render.tree_view import layout, tree_svg
-from app.state import Settings, UserState
+from app.state import Settings
 from gumiho_core import DecodeConfig, DraftTree, TreeConfig
 
 import tiny  # noqa: F401, I001  (first: it puts scripts/ on sys.path)
@@ -219,17 +220,23 @@ def page(tiny_pair):
 
 
 def test_a_refused_upload_changes_nothing_and_says_why_in_one_line(exported, page, tmp_path):
-    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good, bad, nan = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "nan.json"
     good.write_text(json.dumps(exported), encoding="utf-8")
     bad.write_text(json.dumps(_issue_case(exported, ISSUE_CASES["8k-node-star-tree"][0])), encoding="utf-8")
-    user = UserState()
+    nan.write_text(json.dumps(_issue_case(exported, ISSUE_CASES["nan-as-text"][0])), encoding="utf-8")
+    user = Player()
     on_load(page, user, str(good))
     before = (user.run, user.cursor)
-    with pytest.warns(UserWarning) as refused:  # gr.Warning: a toast in the page
-        assert on_load(page, user, str(bad)) == gr.skip()  # no output changes (an error would mark each one "Error")
-    assert (user.run, user.cursor) == before
-    message = str(refused[0].message)
-    assert message.startswith("Could not load this run file: step 1: tree.tokens has 8000 entries") and "\n" not in message
+    notes = []
+    for path in (bad, nan):  # two refusals in a row: each its own line under the button
+        out = on_load(page, user, str(path))
+        assert set(out) == {page.load_note}  # no other output changes (an error would mark each one "Error")
+        assert (user.run, user.cursor) == before
+        notes.append(out[page.load_note])
+    assert "Could not load this run file: step 1: tree.tokens has 8000 entries" in notes[0]
+    assert "(file 2: bad.json)" in notes[0]
+    assert "step 1: draft_s must be a number; found text 'nan'" in notes[1] and "(file 3: nan.json)" in notes[1]
+    assert all("\n" not in n and "Refused" in n for n in notes)
 
 
 def test_a_file_over_the_size_limit_is_refused_unread(tmp_path):

@@ -8,7 +8,8 @@ from app_data import make_run
 
 from app import runfile
 from app.render.stats import run_stats
-from app.state import Settings, UserState
+from app.player import Player
+from app.state import Settings
 from gumiho_core import DecodeConfig, TreeConfig
 
 
@@ -84,9 +85,9 @@ def test_an_oversized_or_binary_run_file_is_refused_before_parsing(tmp_path):
 
 
 def test_the_view_knows_what_is_left_to_show():
-    user = UserState()
+    user = Player()
     assert not user.more_to_show
-    user.reset(make_run())
+    user.load(make_run())
     user.cursor = 1
     assert user.more_to_show and not user.can_compute
     user.cursor = 2

@@ -14,15 +14,19 @@ decoding lock are all exercised:
    thread has one, which would hide a real leak of the app's own.
 The measured numbers are printed (pytest -s shows them).
 """
+import functools
 import os
 import re
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from app_server import running_app, wait_for_log
+
+from app.view import View
 
 gradio_client = pytest.importorskip("gradio_client")
 
@@ -34,7 +38,6 @@ LONG_PROMPTS = [f"Write a long story, at least 800 words, about {x}." for x in  
 PROMPTS = ["Write a haiku about the sea.", "Name three colours of the rainbow.", "What is 17 times 23?",
            "List five red fruits.", "Why is the sky blue? One sentence.", "Say hello in French.",
            "Give a synonym for happy.", "What is the capital of Italy?"]
-STATUS, ANSWER = 0, 5  # positions of the status line and the plain answer among the Run event's outputs
 MEMORY_RUNS, WARM_UP_RUNS = 50, 20
 MEMORY_MARGIN_MB = 40  # allocator noise; a leak of a run's caches or pictures per run would exceed it by far
 RESULT_TIMEOUT_S = 600
@@ -49,12 +52,23 @@ def client(url: str):
     return gradio_client.Client(url, verbose=False, download_files=False)
 
 
+@functools.cache
+def run_outputs() -> list[str]:
+    """The Run event's outputs as a client receives them, by name: the page's View in order, without what the
+    API leaves out (the gr.State, the buttons)."""
+    from app.backend import Backend
+    from app.layout import build_view
+
+    _, view = build_view(Backend("default", "default", "cpu"))
+    return [f.name for f in fields(View) if not getattr(view, f.name).skip_api]
+
+
 def finished(outputs) -> tuple[str, int]:
     """(the answer, the number of decoding steps) from the last picture of a run."""
-    status = outputs[STATUS]
-    steps = re.search(r"Showing step (\d+) of \1; the run has ended", status)
-    assert steps, status
-    return outputs[ANSWER], int(steps.group(1))
+    named = dict(zip(run_outputs(), outputs, strict=True))
+    steps = re.search(r"Showing step (\d+) of \1; the run has ended", named["status"])
+    assert steps, named["status"]
+    return named["answer"], int(steps.group(1))
 
 
 def run_alone(url: str, prompt: str, tokens: int = TOKENS) -> tuple[str, int]:

@@ -1,13 +1,15 @@
-"""Runs: started with both decoders and the prompt checked before any step, advanced one step at a time
-(each step taking its turn on the Backend's lock), with plain decoding of the same prompt interleaved as
-the baseline; and the whole runs of whole-run mode (ZeroGPU) and of the API."""
+"""Runs: started with every decoder created and the prompt checked before any step, advanced one lane-step at a
+time (each taking its turn on the Backend's lock) in the race's order (live.next_lane), plain decoding of the same
+prompt and the other drafting methods interleaved with it; and the whole runs of whole-run mode (ZeroGPU) and of
+the API."""
 from __future__ import annotations
 
-from gumiho_core import AR, TREE_MODES, GumihoError, decode_tokens, encode_prompt, generate, start, token_pieces
+from gumiho_core import (AR, FULL_PRECISION, HALF_PRECISION, TREE_MODES, GumihoError, decode_tokens, encode_prompt,
+                         generate, start, token_pieces)
 
-from ..state import FULL_PRECISION, HALF_PRECISION, Run, Settings
+from ..state import Run, Settings
 from .backend import Backend
-from .live import Live
+from .live import BASELINE, MAIN, Live, next_lane, progress
 from .loader import Loaded
 
 
@@ -60,7 +62,8 @@ def _verify_ratios(backend: Backend) -> dict[int, float]:
 
 
 def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
-    """A new run: the tree settled, every decoder created and the prompt checked before any step is taken."""
+    """A new run: the tree settled, every decoder created and the prompt checked before any step is taken (its
+    owner keeps it among the live runs, backend.live)."""
     loaded = backend.get()
     settings = backend.settle(settings)
     target, tok = loaded.target, loaded.target.tokenizer
@@ -72,25 +75,12 @@ def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
     run = Run(settings, target.name, backend.device, len(ids), notes=list(loaded.notes),
               special_ids=set(tok.all_special_ids), dtype=dtype if dtype in FULL_PRECISION + HALF_PRECISION else "",
               rivals={m: [] for m in rivals}, verify_ratios=_verify_ratios(backend))
-    live = Live(session, baseline, tok, backend.live, rivals)
-    backend.live.keep(live)
-    return run, live
+    return run, Live(session, baseline, tok, rivals)
 
 
 def _step(backend: Backend, session):
     with backend.step_lock:
         return session.step()
-
-
-def _catch_up(backend: Backend, run: Run, live: Live, session):
-    """The race's other lanes take their lane-steps, one at a time (a generator: it yields after each), until each
-    has as many tokens as this run's `session` (to its own end once it is done)."""
-    until = None if session.done else len(session.generated)
-    others = [(rival, run.rivals[m].append) for m, rival in live.rivals.items()] + [(live.baseline, run.add_baseline)]
-    for lane, record in others:
-        while lane is not None and not lane.done and (until is None or len(lane.generated) < until):
-            record(_step(backend, lane))
-            yield None
 
 
 def _learn_pieces(run: Run, tokenizer, record) -> None:
@@ -104,43 +94,32 @@ def _learn_pieces(run: Run, tokenizer, record) -> None:
     run.pieces.update(zip(new, token_pieces(tokenizer, new)))
 
 
-def _own_step(backend: Backend, run: Run, live: Live, session):
-    record = _step(backend, session)
-    run.add(record)
-    _learn_pieces(run, live.tokenizer, record)
-    run.text = decode_tokens(live.tokenizer, run.token_ids)
-    return record
-
-
-def turn(backend: Backend, run: Run, live: Live):
-    """The run's next turn, a lane-step at a time: the race's other lanes finish the last turn (where the caller
-    stopped early), then this run takes one step and each rival and plain decoding catch up with it (interleaved,
-    so all see the same machine load); once the run is done, each of them goes on to its own end.
-
-    A generator that yields after every lane-step: this run's new step record after its own, None after another
-    lane's. The caller may stop between any two (Pause, Stop, a cancelled event); the next turn() goes on there."""
-    session = live.session
-    if session is None:  # released meanwhile (Stop)
+def step_lane(backend: Backend, run: Run, live: Live, lane: str) -> None:
+    """One lane-step of the race (`lane` from next_lane), recorded in `run`: the run's own step (its record, the
+    text of its tokens, and once it has ended the auto tree's judgement of it), a rival's, or plain decoding's."""
+    session = live.lanes().get(lane)
+    if session is None:  # let go of meanwhile (Stop, or evicted)
         return
-    backend.live.keep(live)  # recently used: the last to be evicted
-    yield from _catch_up(backend, run, live, session)
-    if not session.done:
-        yield _own_step(backend, run, live, session)
-        yield from _catch_up(backend, run, live, session)
-    if session.done and live.session is session:
-        live.release()
-        note = backend.auto.judge(run, backend.loader.loaded)
+    record = _step(backend, session)
+    if lane == BASELINE:
+        run.add_baseline(record)
+    elif lane != MAIN:
+        run.rivals[lane].append(record)
+    else:
+        run.add(record)
+        _learn_pieces(run, live.tokenizer, record)
+        run.text = decode_tokens(live.tokenizer, run.token_ids)
+        note = backend.auto.judge(run, backend.loader.loaded) if session.done else None
         if note:
             run.notes.append(note)
 
 
 def compute_run(backend: Backend, settings: Settings) -> Run:
-    """A whole run at once, as plain data (no tensors): what a ZeroGPU Space computes in one GPU call."""
+    """A whole run at once, as plain data (no tensors): what a ZeroGPU Space computes in one GPU call. Its
+    decoders are never kept: they go when this returns."""
     run, live = start_run(backend, settings)
-    while live.can_compute:
-        for _ in turn(backend, run, live):
-            pass
-    live.release()
+    while (lane := next_lane(progress(live))) is not None:
+        step_lane(backend, run, live, lane)
     return run
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from html import escape
 from typing import Mapping
 
-from gumiho_core import AR, PARALLEL, PREFILL, StepRecord
+from gumiho_core import AR, FULL_PRECISION, HALF_PRECISION, PARALLEL, PREFILL, StepRecord
 
 from ..stages import COMMITTED, VERIFIED
-from ..state import FULL_PRECISION, HALF_PRECISION, Run
+from ..state import Run
 from .mdtext import md_text
 from .palette import look
 from .stats import Stats

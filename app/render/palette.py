@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gumiho_core import MLP_HEAD, ROOT, SERIAL_STEP, SERIAL_STEPS
+
 TARGET = "target"  # origin of the target's own tokens: the bonus, the prefill's token, plain decoding
 
 
@@ -33,10 +35,11 @@ _SERIAL = ("#0072B2", "#56B4E9", "#3d6f96", "#6f9bbf", "#2a4d69", "#8db4d4", "#1
 _MLP = ("#D55E00", "#E69F00", "#CC79A7", "#009E73", "#A08C00")
 
 LOOKS: dict[str, Look] = {
-    "root": _look("R", "root: the last token already decided", "#6b6b6b"),
+    ROOT: _look("R", "root: the last token already decided", "#6b6b6b"),
     TARGET: _look("T", "target model: the bonus token (its own pick)", "#404040"),
-    **{f"serial{d}": _look(f"S{d}", f"serial transformer head, step {d}", c) for d, c in enumerate(_SERIAL, 1)},
-    **{f"mlp{m}": _look(f"M{m}", f"MLP head {m} (draft token {m + 2}, in parallel)", c) for m, c in enumerate(_MLP, 1)},
+    **{f"{SERIAL_STEP}{d}": _look(f"S{d}", f"serial transformer head, step {d}", c) for d, c in enumerate(_SERIAL, 1)},
+    **{f"{MLP_HEAD}{m}": _look(f"M{m}", f"MLP head {m} (draft token {m + SERIAL_STEPS}, in parallel)", c)
+       for m, c in enumerate(_MLP, 1)},
 }
 _FALLBACK = "#7f7f7f"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gumiho_core import PARALLEL, PREFILL, StepRecord
+from gumiho_core import MLP_HEAD, PARALLEL, PREFILL, StepRecord
 
 from .palette import LOOKS, TARGET, look
 
@@ -39,7 +39,7 @@ def part_look(key: str) -> PartLook:
     if key in _FIXED:
         return _FIXED[key]
     if key == PARALLEL:
-        lk = look("mlp1")
+        lk = look(f"{MLP_HEAD}1")
         return PartLook("M1–M5: the MLP heads, all at once", "M", lk.colour, "#ffffff")
     lk = look(key)
     return PartLook(f"{lk.tag}: {lk.name}", lk.tag, lk.colour, "#ffffff")

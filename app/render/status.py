@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from gumiho_core import AR, REMEASURE_GAP, TREE_MODES
 
 from ..messages import scrub
 from ..settings import AUTO, fallback_preset
-from ..state import ServerStatus, UserState
+from ..state import ServerStatus
+
+if TYPE_CHECKING:  # what a status line reads of the visitor's player: run, cursor, can_compute
+    from ..player import Player
 
 CSS = """
 .gm-model{font-size:13px;color:#333;padding:2px 10px}
@@ -26,11 +30,18 @@ def status_html(message: str, notes=()) -> str:
     return f'<div class="gm-status" role="status">{message}{warn}</div>'
 
 
+def load_note_html(number: int, name: str, message: str, refused: bool) -> str:
+    """What became of this visitor's `number`th file (`name`): read by screen readers as it changes."""
+    label = "Refused" if refused else "Loaded"
+    return (f'<div class="gm-load{" refused" if refused else ""}" role="status" aria-live="polite">'
+            f"<b>{label}</b> (file {number}: {escape(name, quote=False)}): {escape(message, quote=False)}</div>")
+
+
 STOP_WORDS = {"eos": "the model ended its answer", "max_new_tokens": "max new tokens reached",
               "context": "the context is full"}
 
 
-def describe(user: UserState) -> str:
+def describe(user: Player) -> str:
     """The status line when nothing is running."""
     run = user.run
     if run is None:
@@ -57,7 +68,7 @@ def _tree_words(run) -> str:
     return f", tree <i>{escape(s.preset)}</i>{fallback}: {s.tree.total_tokens} nodes"
 
 
-def running_line(user: UserState, what: str, racing: bool = False) -> str:
+def running_line(user: Player, what: str, racing: bool = False) -> str:
     """The status line while a run animates: `what` it does ("Running", "Replaying ..."), where it is, and
     (racing) that the race's other lanes are taking their steps."""
     run = user.run

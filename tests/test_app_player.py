@@ -1,0 +1,116 @@
+"""The Player without models: the race's schedule as a pure function of the lanes' progress, and the player's
+commands (Pause, Stop, Next, Prev, Replay, a new run, eviction) on recorded runs and stand-in decoders."""
+from types import SimpleNamespace
+
+import pytest
+from app_data import make_run
+
+from app.backend import BASELINE, MAIN, Lane, Live, LiveRuns, next_lane
+from app.player import STAGE, Player
+from app.stages import COMMITTED, stages
+
+
+def lanes(main, *others, done=()) -> dict:
+    """Lane progress: MAIN's tokens, then each other lane's ("gumiho", BASELINE ...) as (name, tokens)."""
+    return {name: Lane(tokens, name in done) for name, tokens in [(MAIN, main), *others]}
+
+
+@pytest.mark.parametrize("progress, due", [
+    (lanes(0, ("serial", 0), (BASELINE, 0)), MAIN),  # the prefill comes first
+    (lanes(3, ("serial", 1), (BASELINE, 0)), "serial"),  # the lanes behind catch up, in order
+    (lanes(3, ("serial", 3), (BASELINE, 2)), BASELINE),
+    (lanes(3, ("serial", 4), (BASELINE, 3)), MAIN),  # none behind: the run's own step
+    (lanes(3, ("serial", 1), (BASELINE, 0), done={"serial"}), BASELINE),  # a lane that ended is skipped
+    (lanes(9, ("serial", 9), (BASELINE, 4), done={MAIN}), "serial"),  # the run ended: the others run to their ends,
+    (lanes(9, ("serial", 11), (BASELINE, 4), done={MAIN, "serial"}), BASELINE),  # one after the other
+    (lanes(9, ("serial", 12), (BASELINE, 12), done={MAIN, "serial", BASELINE}), None),
+    (lanes(5), MAIN), ({}, None),  # plain decoding races nobody; no lanes: nothing to do
+])
+def test_the_lane_due_next_follows_from_the_lanes_progress_alone(progress, due):
+    assert next_lane(progress) == due
+
+
+def test_a_race_run_by_the_schedule_interleaves_the_lanes_step_by_step():
+    """Lanes that commit different numbers of tokens per step: before each of the run's own steps, every other
+    unfinished lane has caught up with it; at the end every lane has reached its end."""
+    per_step = {MAIN: [1, 3, 2, 4, 1], "serial": [1, 2, 2, 2, 2, 1], BASELINE: [1] * 11}
+    taken = {name: 0 for name in per_step}
+    order = []
+    while (lane := next_lane({n: Lane(sum(s[:taken[n]]), taken[n] == len(s)) for n, s in per_step.items()})):
+        if lane == MAIN:
+            main = sum(per_step[MAIN][:taken[MAIN]])
+            assert all(sum(s[:taken[n]]) >= main or taken[n] == len(s) for n, s in per_step.items())
+        taken[lane] += 1
+        order.append(lane)
+    assert taken == {name: len(s) for name, s in per_step.items()}
+    assert order[:4] == [MAIN, "serial", BASELINE, MAIN]
+
+
+def stand_in_live() -> Live:
+    return Live(SimpleNamespace(done=False, generated=[]), SimpleNamespace(done=False, generated=[]), None)
+
+
+def test_a_replay_shows_every_stage_once_and_next_shows_one_step():
+    player = Player()
+    player.load(make_run())
+    player.begin()
+    shown = []
+    while (tick := player.advance()) is not None:
+        assert tick.shows == STAGE and tick.wait and tick.charts == (player.stage == COMMITTED)
+        shown.append((player.cursor, player.stage))
+    assert shown == [(i, s) for i, rec in enumerate(player.run.records) for s in stages(rec)]
+    player.finish()
+    player.replay()
+    player.begin(one_step=True)
+    while player.advance() is not None:
+        pass
+    assert (player.cursor, player.stage) == (0, COMMITTED)
+    player.fast = True
+    player.begin(one_step=True)
+    assert player.advance() is not None and player.advance() is None and player.cursor == 1
+
+
+def test_pause_ends_the_animation_and_prev_steps_back():
+    player = Player()
+    player.load(make_run())
+    player.begin()
+    player.advance()
+    player.advance()
+    player.pause()
+    assert player.advance() is None
+    player.finish()
+    at = player.cursor
+    player.prev()
+    assert player.cursor == max(at - 1, 0) and player.stage == COMMITTED and not player.busy
+
+
+def test_stop_frees_the_decoders_at_once_and_nothing_computes_after_it():
+    registry = LiveRuns()
+    player = Player()
+    live = stand_in_live()
+    player.load(make_run(), live, registry)
+    assert player.can_compute and len(registry) == 1
+    player.begin()
+    player.stop()
+    assert live.session is None and live.baseline is None and player.live is None and len(registry) == 0
+    assert player.advance() is None and not player.busy and player.stopped
+    player.finish()
+    assert player.stage == COMMITTED and not player.more_to_show or player.cursor + 1 < len(player.run.records)
+
+
+def test_a_new_run_or_the_visitor_leaving_frees_the_runs_decoders():
+    registry = LiveRuns()
+    player, first, second = Player(), stand_in_live(), stand_in_live()
+    player.load(make_run(), first, registry)
+    player.load(make_run(), second, registry)
+    assert first.session is None and player.live is second and len(registry) == 1
+    player.close()
+    assert second.session is None and len(registry) == 0
+
+
+def test_stop_while_a_run_starts_ends_it_before_its_first_step():
+    player, live = Player(), stand_in_live()
+    player.starting()
+    player.stop()  # pressed while the decoders are being made
+    player.load(make_run(), live, LiveRuns())
+    assert live.session is None and not player.can_compute and player.stopped
