@@ -56,6 +56,7 @@ def train_precision(args) -> str:
 def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
     keep = steps_list(args.keep_steps)
     cfg = TrainConfig(epochs=args.epochs, steps=args.steps, lr=args.lr, tokens_per_step=args.tokens_per_step,
+                      micro_tokens=args.micro_tokens,
                       draft_vocab=args.draft_vocab, seed=args.seed, precision=train_precision(args),
                       objective=args.objective, rollout=args.rollout, checkpoint_minutes=args.checkpoint_minutes,
                       keep_steps=keep)
