@@ -236,3 +236,15 @@ def test_checkpoints_come_inside_an_epoch_and_keep_the_asked_steps(target, featu
         Trainer(target, features, TrainConfig(**{**cfg.__dict__, "steps": 7}), tmp_path / "run")
     with pytest.raises(GumihoError, match="trained on 96 conversations"):
         Trainer(target, features[:50], cfg, tmp_path / "run")
+
+
+def test_bad_schedule_settings_are_named():
+    from gumiho_core.training.run_commands import steps_list
+
+    assert steps_list("700, 1400,2800") == (700, 1400, 2800) and steps_list("") == ()
+    with pytest.raises(GumihoError, match="got '7e2'"):
+        steps_list("700,7e2")
+    with pytest.raises(GumihoError, match="steps must be >= 0; got -5"):
+        TrainConfig(steps=-5)
+    with pytest.raises(GumihoError, match="rollout must be one of teacher-forced, as-drafted; got 'drafted'"):
+        TrainConfig(rollout="drafted")
