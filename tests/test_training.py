@@ -81,7 +81,7 @@ def mean_accept(target, drafter, prompts):
 
 def test_training_lowers_loss_and_raises_acceptance(target, features, tmp_path):
     cfg = TrainConfig(epochs=15, lr=3e-3, warmup_steps=5, tokens_per_step=512, micro_tokens=512, draft_vocab=0,
-                      holdout=0.1, objective="paper", precision="fp32")
+                      holdout=0.1, objective="paper", precision="fp32", rollout="teacher-forced")
     trainer = Trainer(target, features, cfg, tmp_path / "run")
     prompts = [[7, 3, 9], [1, 2, 3, 4], [50, 40, 30], [12, 12, 5, 8, 9]]
     before_val = trainer.validate()
