@@ -81,7 +81,7 @@ def mean_accept(target, drafter, prompts):
 
 def test_training_lowers_loss_and_raises_acceptance(target, features, tmp_path):
     cfg = TrainConfig(epochs=15, lr=3e-3, warmup_steps=5, tokens_per_step=512, micro_tokens=512, draft_vocab=0,
-                      holdout=0.1, objective="paper", precision="fp32")
+                      holdout=0.1, objective="paper", precision="fp32", rollout="teacher-forced")
     trainer = Trainer(target, features, cfg, tmp_path / "run")
     prompts = [[7, 3, 9], [1, 2, 3, 4], [50, 40, 30], [12, 12, 5, 8, 9]]
     before_val = trainer.validate()
@@ -187,3 +187,64 @@ def test_evaluation_subset_spreads_over_the_categories():
     assert len(picked) == 16 and len({r["prompt"] for r in picked}) == 16
     assert {r["category"] for r in picked} == set("abcdefgh")
     assert spread(rows, 0) == rows and spread(rows, 500) == rows
+
+
+def _all_state(trainer):
+    """Weights and optimizer moments, by name."""
+    opt = trainer.opt.state_dict()["state"]
+    return {**{f"w.{k}": v for k, v in trainer.drafter.state_dict().items()},
+            **{f"opt.{i}.{k}": v for i, s in opt.items() for k, v in s.items()}}
+
+
+@pytest.mark.parametrize("rollout", ["teacher-forced", "as-drafted"])
+def test_a_run_resumed_mid_epoch_equals_an_uninterrupted_one(target, features, tmp_path, rollout):
+    """N steps straight vs N/2, a new Trainer on the same folder (as after a crash), and the rest: same weights,
+    optimizer, schedule, data order and noise. Steps fixed in advance: the epoch holds more steps than the run."""
+    cfg = TrainConfig(steps=8, tokens_per_step=384, micro_tokens=256, warmup_steps=2, draft_vocab=0, holdout=0.1,
+                      precision="fp32", rollout=rollout, ce_fraction=0.5, checkpoint_minutes=60)
+    straight = Trainer(target, features, cfg, tmp_path / "straight")
+    assert straight.total_steps == 8 < straight.steps_per_epoch, "the run ends inside its first epoch"
+    straight.run()
+    first = Trainer(target, features, cfg, tmp_path / "resumed")
+    first.run(until=4)
+    assert first.step == 4 and not first.history, "stopped mid-epoch, before any epoch ended"
+    second = Trainer(target, features, cfg, tmp_path / "resumed")
+    assert (second.step, second.progress.micro) == (4, first.progress.micro) and second.progress.micro > 0
+    second.run()
+    assert second.step == straight.step == 8
+    a, b = _all_state(straight), _all_state(second)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert second.history[-1]["val_loss"] == straight.history[-1]["val_loss"]
+    assert second.history[-1]["train_loss"] == pytest.approx(straight.history[-1]["train_loss"], rel=1e-12)
+
+
+def test_checkpoints_come_inside_an_epoch_and_keep_the_asked_steps(target, features, tmp_path):
+    cfg = TrainConfig(steps=6, tokens_per_step=384, micro_tokens=256, warmup_steps=2, draft_vocab=0, holdout=0.0,
+                      precision="fp32", checkpoint_steps=2, keep_steps=(3, 6))
+    trainer = Trainer(target, features, cfg, tmp_path / "run")
+    saved = []
+    save = trainer._save
+    trainer._save = lambda: (saved.append(trainer.step), save())
+    trainer.run()
+    assert saved == [2, 4, 6]  # every 2 steps, and at the schedule's end (mid-epoch: the epoch is longer)
+    for step in (3, 6):
+        meta = json.loads((tmp_path / "run" / f"drafter-step{step}" / "config.json").read_text())
+        assert meta["steps"] == step
+    with pytest.raises(GumihoError, match="steps was 6, now 7"):
+        Trainer(target, features, TrainConfig(**{**cfg.__dict__, "steps": 7}), tmp_path / "run")
+    with pytest.raises(GumihoError, match="trained on 96 conversations"):
+        Trainer(target, features[:50], cfg, tmp_path / "run")
+
+
+def test_bad_schedule_settings_are_named():
+    from gumiho_core.training.run_commands import steps_list
+
+    assert steps_list("700, 1400,2800") == (700, 1400, 2800) and steps_list("") == ()
+    with pytest.raises(GumihoError, match="got '7e2'"):
+        steps_list("700,7e2")
+    with pytest.raises(GumihoError, match="steps must be >= 0; got -5"):
+        TrainConfig(steps=-5)
+    with pytest.raises(GumihoError, match="rollout must be one of teacher-forced, as-drafted; got 'drafted'"):
+        TrainConfig(rollout="drafted")

@@ -208,3 +208,26 @@ def _scaling(f: Facts) -> list[str]:
     return ["## What more data brings", "", "![data scaling](scaling.png)", "", how, "",
             "| share of prompts | answer tokens | serial top-1 | mlp1 top-1 | gumiho tau | serial tau |",
             "|---|---|---|---|---|---|", *rows, "", guess, ""]
+
+
+def plot_history(history: list[dict], path: str | Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    epochs = [h["epoch"] for h in history]
+    for key, label in (("train_loss", "train"), ("val_loss", "held-out")):
+        if key in history[0]:
+            a.plot(epochs, [h[key] for h in history], marker="o", label=label)
+    a.set_xlabel("epoch"), a.set_ylabel("loss"), a.set_title("Gumiho objective"), a.legend()
+    for key in ["val_serial_top1"] + [f"val_mlp{m}_top1" for m in range(1, 6)]:
+        if key in history[0]:
+            b.plot(epochs, [h[key] for h in history], marker=".", label=key[4:].replace("_top1", ""))
+    b.set_xlabel("epoch"), b.set_ylabel("top-1 agreement with target"), b.set_title("held-out, teacher-forced")
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)

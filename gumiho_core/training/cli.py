@@ -24,6 +24,7 @@ from ..errors import GumihoError
 from .data_commands import cmd_extract_features, cmd_generate_data, cmd_make_prompts
 from .distill import DistillConfig as DistillDefaults
 from .objective import OBJECTIVES
+from .rollout import ROLLOUTS
 from .run_commands import cmd_evaluate, cmd_export, cmd_scaling, cmd_ship, cmd_train
 from .trainer import TrainConfig as TrainDefaults
 from .workspace import HELDOUT
@@ -57,18 +58,33 @@ def data_args(p: argparse.ArgumentParser) -> None:
 def train_args(p: argparse.ArgumentParser) -> None:
     t = p.add_argument_group("train")
     t.add_argument("--epochs", type=int, default=TrainDefaults.epochs)
+    t.add_argument("--steps", type=int, default=TrainDefaults.steps,
+                   help="optimizer steps in all, fixed in advance (the rate schedule's length; epochs then do not "
+                        "matter); 0 = as many as --epochs make")
+    t.add_argument("--checkpoint-minutes", type=float, default=TrainDefaults.checkpoint_minutes,
+                   help="a resumable checkpoint at least this often, inside an epoch too")
+    t.add_argument("--keep-steps", default="", help="comma-separated steps after which the heads are also kept "
+                   "(<run>/drafter-step<N>/), for a step curve")
     t.add_argument("--run", default="run", help="folder under --workdir for this training run's checkpoints")
     t.add_argument("--data-fraction", type=float, default=1.0,
                    help="train on this share of the corpus's prompts (nested subsets)")
     t.add_argument("--fractions", default="0.125,0.25,0.5,1", help="scaling: the shares of the prompts")
     t.add_argument("--lr", type=float, default=TrainDefaults.lr)
     t.add_argument("--tokens-per-step", type=int, default=TrainDefaults.tokens_per_step)
+    t.add_argument("--micro-tokens", type=int, default=TrainDefaults.micro_tokens,
+                   help="padded tokens per forward pass (gradients of several accumulate to --tokens-per-step)")
     t.add_argument("--draft-vocab", type=int, default=TrainDefaults.draft_vocab,
                    help="most frequent tokens the drafter proposes from (0 = the whole vocabulary)")
-    t.add_argument("--precision", default=TrainDefaults.precision, choices=["bf16", "fp32"])
+    t.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
+                   help="auto: bf16 where matmuls have it natively (AMX/AVX512-BF16 or a GPU), else fp32 (on an "
+                        "AVX2 CPU, bf16 autocast is several times slower)")
     t.add_argument("--objective", default=TrainDefaults.objective, choices=sorted(OBJECTIVES),
                    help="paper: GUMIHO.md's weights (CE 0.1, the MLP heads' CE from epoch 2); distill: the target's "
                         "distribution weighted as much as its features, for every head from the start")
+    t.add_argument("--rollout", default=TrainDefaults.rollout, choices=ROLLOUTS,
+                   help="teacher-forced: serial step 2 and the MLP heads read outputs computed from the target's "
+                        "true features; as-drafted: they read the drafter's own step-1 and step-2 outputs, as "
+                        "drafting does (train as you draft)")
 
 
 def output_args(p: argparse.ArgumentParser) -> None:

@@ -1,10 +1,9 @@
-"""The Gumiho training objective (GUMIHO.md, "Training"), teacher-forced in one pass.
+"""The Gumiho training objective (GUMIHO.md, "Training") over a rollout of the drafter (rollout.py).
 
-Pair j is (target feature f_j, next token x_{j+1}). The serial output o_j regresses f_{j+1} and
-matches its token distribution; u_j = fc(emb(x_{j+2}), o_j); MLP head m reads
-concat(u_j .. u_{j+s-1}) (s = serial steps) and regresses f_{j+s+1+m}.
+Serial step k's output at pair j regresses f_{j+k} and matches its token distribution; MLP head m regresses
+f_{j+s+1+m} (s = serial steps). Teacher-forced, step 1 alone covers every serial target.
 
-Loss = 1.0 L1_serial + 0.1 CE_serial + sum_m 0.8^(m+1) (L1_m + w CE_m) / 9.
+Loss = sum_k (1.0 L1_serial_k + 0.1 CE_serial_k) + sum_m 0.8^(m+1) (L1_m + w CE_m) / 9.
 CE is the soft cross-entropy against the target's own distribution; over a reduced draft
 vocabulary both distributions are taken over that subset (the drafter can only propose from it),
 which cuts the CPU cost of the 49k-way softmax about six-fold for the default model.
@@ -17,6 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from ..drafter import GumihoDrafter
+from .batch import Batch, collate, uniform_noise  # noqa: F401  (collate, uniform_noise: re-exported)
+from .rollout import ROLLOUT_FNS, TEACHER_FORCED, Rollout
 
 
 TOPK_METRIC = 10  # also report whether the target's token is among the drafter's best 10 (what a tree can catch)
@@ -47,55 +48,88 @@ OBJECTIVES = {
 
 
 @dataclass(frozen=True)
-class Batch:
-    hidden: torch.Tensor  # [B, T, H] target features (fp32)
-    ids: torch.Tensor  # [B, T] token ids
-    valid: torch.Tensor  # [B, T] bool: a real token (not padding)
-    assistant: torch.Tensor  # [B, T] bool: an answer token
-    lengths: torch.Tensor  # [B]
+class Part:
+    """One prediction of the loss: features pred [N, H] for the target positions flat [N] (b * T + t)."""
+
+    name: str
+    pred: torch.Tensor
+    flat: torch.Tensor
+    l1_weight: float
+    ce_weight: float
 
 
-def collate(seqs) -> Batch:
-    """Right-pad sequences (objects with hidden [T, H], ids [T], mask [T]) into a Batch."""
-    B, T, H = len(seqs), max(s.ids.shape[0] for s in seqs), seqs[0].hidden.shape[1]
-    hidden = torch.zeros(B, T, H)
-    ids = torch.zeros(B, T, dtype=torch.long)
-    valid = torch.zeros(B, T, dtype=torch.bool)
-    assistant = torch.zeros(B, T, dtype=torch.bool)
-    for i, s in enumerate(seqs):
-        n = s.ids.shape[0]
-        hidden[i, :n], ids[i, :n], valid[i, :n], assistant[i, :n] = s.hidden.float(), s.ids, True, s.mask
-    return Batch(hidden, ids, valid, assistant, valid.sum(1))
+def _serial_parts(r: Rollout, batch: Batch, counts: torch.Tensor, weights: LossWeights) -> list[Part]:
+    """Serial step k at pair j predicts f_{j+k}: pairs whose token counts and whose target is real."""
+    B, T = batch.ids.shape
+    parts = []
+    for k, o in enumerate(r.serial, 1):
+        rows = counts[:, :T - k] & batch.valid[:, k:]  # [B, T-k]
+        b, j = rows.nonzero(as_tuple=True)
+        parts.append(Part("serial" if k == 1 else f"serial{k}", o[b, j], b * T + j + k, weights.serial_l1,
+                          weights.serial_ce))
+    return parts
 
 
-def uniform_noise(batch: Batch, scale: float, generator: torch.Generator | None = None) -> torch.Tensor:
-    """EAGLE's feature noise: (U - 0.5) * scale * 512 / sequence length, per sequence."""
-    u = torch.rand(batch.hidden.shape, generator=generator) - 0.5
-    return u * (scale * 512 / batch.lengths.clamp(min=1).float())[:, None, None]
+def _head_parts(drafter, r: Rollout, batch: Batch, counts: torch.Tensor, weights: LossWeights,
+                n_heads: int) -> list[Part]:
+    """MLP head m at pair j predicts f_{j+s+1+m}; the heads run once on the rows where head 0 has a target."""
+    s, (B, T) = drafter.cfg.serial_steps, batch.ids.shape
+    L = r.heads_in.shape[1]
+    if not n_heads or L <= 0:
+        return []
+    rows = counts[:, :L] & batch.valid[:, s + 1:s + 1 + L]
+    b, j = rows.nonzero(as_tuple=True)
+    feats = drafter.heads(r.heads_in[b, j], n_heads)  # [heads, N, H]
+    parts = []
+    for m in range(n_heads):
+        t = j + s + 1 + m
+        ok = t < T
+        ok[ok.clone()] = batch.valid[b[ok], t[ok]]
+        if not ok.any():
+            break
+        scale = weights.head_decay ** (m + 1) * weights.mlp_scale
+        parts.append(Part(f"mlp{m + 1}", feats[m][ok], b[ok] * T + t[ok], scale, scale * weights.mlp_ce))
+    return parts
 
 
-def _part(drafter, pred: torch.Tensor, tgt: torch.Tensor, ce_weight: float, weights: LossWeights, metrics: bool):
-    """(L1, CE, top-1 and top-k agreement or None) of predicted features pred [N, H] against the target's tgt [N, H].
+def _soft_ce(drafter, hidden: torch.Tensor, parts: list[Part], keep: torch.Tensor | None, metrics: bool) -> list:
+    """Per part, (CE, agreement or None) against the target's distribution softmax(lm_head(f_t)).
 
-    CE is the soft cross-entropy against the target's own next-token distribution softmax(lm_head(tgt)).
+    That distribution at position t is the same for every prediction of t (serial step 1 at t-1, step 2 at t-2,
+    head m at t-3-m): it is computed once per position, and all predictions go through the lm_head together.
+    keep [B*T] (or None = all) samples the positions that enter the CE.
     """
-    l1 = F.smooth_l1_loss(pred.float(), tgt, reduction="none").mean(-1).mean() if len(tgt) else pred.sum() * 0
-    if len(tgt) == 0 or (ce_weight == 0 and not metrics):
-        return l1, l1.new_zeros(()), None
-    if weights.ce_fraction < 1 and not metrics:  # the 8k-way softmax dominates a CPU step
-        keep = torch.rand(len(tgt), device=tgt.device) < weights.ce_fraction
-        pred, tgt = pred[keep], tgt[keep]
-        if len(tgt) == 0:
-            return l1, l1.new_zeros(()), None
+    sel = [p.flat if keep is None else p.flat[keep[p.flat]] for p in parts]
+    preds = [p.pred if keep is None else p.pred[keep[p.flat]] for p in parts]
+    need = torch.cat(sel).unique()  # sorted target positions
+    if not len(need):
+        return [(hidden.new_zeros(()), None)] * len(parts)
     with torch.no_grad():
-        p = torch.softmax(drafter.logits(tgt).float(), -1)  # the target's own distribution [N, V']
-    logq = torch.log_softmax(drafter.logits(pred).float(), -1)
-    ce = -(p * logq).sum(-1).mean()
-    if not metrics:
-        return l1, ce, None
-    want = p.argmax(-1, keepdim=True)  # the target's own next token
+        target = torch.softmax(drafter.logits(hidden[need]).float(), -1)  # [M, V'] once per position
+    logq = torch.log_softmax(drafter.logits(torch.cat(preds)).float(), -1)  # [N, V']
+    p = target[torch.searchsorted(need, torch.cat(sel))]  # [N, V']
+    nll = -(p * logq).sum(-1)  # [N]
+    sizes = [len(f) for f in sel]
+    out = []
+    for part_nll, part_p, part_logq in zip(nll.split(sizes), p.split(sizes), logq.split(sizes)):
+        ce = part_nll.mean() if len(part_nll) else nll.sum() * 0
+        out.append((ce, _agreement(part_p, part_logq) if metrics and len(part_nll) else None))
+    return out
+
+
+def _agreement(p: torch.Tensor, logq: torch.Tensor) -> tuple[float, float]:
+    """(top-1, top-k) agreement of the drafter's choices with the target's own next token."""
+    want = p.argmax(-1, keepdim=True)
     top = logq.topk(min(TOPK_METRIC, logq.shape[-1]), -1).indices
-    return l1, ce, ((top[:, :1] == want).float().mean().item(), (top == want).any(-1).float().mean().item())
+    return (top[:, :1] == want).float().mean().item(), (top == want).any(-1).float().mean().item()
+
+
+def _ce_positions(batch: Batch, weights: LossWeights, metrics: bool) -> torch.Tensor | None:
+    """The positions whose CE counts this step: a random ce_fraction of them in training (an unbiased estimate:
+    the 8k-way softmax dominates a CPU step), all when measuring."""
+    if metrics or weights.ce_fraction >= 1:
+        return None
+    return torch.rand(batch.ids.numel(), device=batch.ids.device) < weights.ce_fraction
 
 
 def _record(out: dict, name: str, l1, ce, agree) -> None:
@@ -104,59 +138,28 @@ def _record(out: dict, name: str, l1, ce, agree) -> None:
         out[f"{name}_top1"], out[f"{name}_top{TOPK_METRIC}"] = agree
 
 
-def _serial_outputs(drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None) -> torch.Tensor:
-    """Teacher-forced serial outputs o_j over pairs (f_j, x_{j+1}). -> [B, T-1, H]"""
-    hidden, ids, valid = batch.hidden, batch.ids, batch.valid
-    B, T, _ = hidden.shape
-    f_in = hidden[:, :-1] + (noise[:, :-1] if noise is not None else 0)
-    x = drafter.fuse(ids[:, 1:], f_in)  # pair j: (f_j, x_{j+1})  [B, T-1, H]
-    causal = torch.ones(T - 1, T - 1, dtype=torch.bool, device=x.device).tril()
-    key_ok = valid[:, 1:]  # pair j exists iff x_{j+1} is real
-    return drafter.serial(x, torch.arange(T - 1, device=x.device)[None].expand(B, -1),
-                          causal[None, None] & key_ok[:, None, None, :])
-
-
-def _mlp_loss(drafter, batch: Batch, o: torch.Tensor, counts, weights: LossWeights, n_heads: int, metrics: bool,
-              out: dict) -> torch.Tensor:
-    """MLP head m reads concat(u_j .. u_{j+s-1}), u_j = fc(emb(x_{j+2}), o_j), and regresses f_{j+s+1+m}."""
-    s, T = drafter.cfg.serial_steps, batch.hidden.shape[1]
-    total = o.new_zeros(())
-    if not n_heads or T - 1 - s <= 0:
-        return total
-    u = drafter.fuse(batch.ids[:, 2:], o[:, :-1])  # [B, T-2, H]
-    L = T - 1 - s
-    rows = counts[:, :L] & batch.valid[:, s + 1:s + 1 + L]  # positions j where at least head 0 has a target
-    feats = drafter.heads(torch.cat([u[:, k:k + L] for k in range(s)], dim=-1)[rows], n_heads)  # [heads, N, H]
-    b_idx, j_idx = rows.nonzero(as_tuple=True)
-    for m in range(n_heads):
-        t_idx = j_idx + s + 1 + m  # head m's target position
-        ok = t_idx < T
-        ok[ok.clone()] = batch.valid[b_idx[ok], t_idx[ok]]
-        if not ok.any():
-            break
-        l1, ce, agree = _part(drafter, feats[m][ok], batch.hidden[b_idx[ok], t_idx[ok]], weights.mlp_ce, weights,
-                              metrics)
-        total = total + weights.head_decay ** (m + 1) * (l1 + weights.mlp_ce * ce) * weights.mlp_scale
-        _record(out, f"mlp{m + 1}", l1, ce, agree)
-    return total
-
-
 def gumiho_loss(drafter: GumihoDrafter, batch: Batch, weights: LossWeights, noise: torch.Tensor | None = None,
-                n_heads: int | None = None, metrics: bool = True) -> tuple[torch.Tensor, dict[str, float]]:
+                n_heads: int | None = None, metrics: bool = True,
+                rollout: str = TEACHER_FORCED) -> tuple[torch.Tensor, dict[str, float]]:
     """The total loss and its parts (per-head L1, CE and top-1 agreement with the target).
 
-    Only positions that count (answer pairs with a real target) reach the lm_head, and a part whose
-    CE weight is 0 skips it entirely unless `metrics` asks for its top-1 agreement.
+    Only positions that count (answer pairs with a real target) reach the lm_head, and parts whose CE weight is
+    0 skip it entirely unless `metrics` asks for their top-1 agreement.
     """
     n_heads = drafter.cfg.mlp_heads if n_heads is None else n_heads
-    o = _serial_outputs(drafter, batch, noise)  # [B, T-1, H]
+    r = ROLLOUT_FNS[rollout](drafter, batch, noise)
     counts = batch.valid[:, 1:] & batch.assistant[:, 1:]  # pairs whose token is an answer token
-    serial_rows = counts & batch.valid[:, 1:]  # o_j regresses f_{j+1}
-    l1, ce, agree = _part(drafter, o[serial_rows], batch.hidden[:, 1:][serial_rows], weights.serial_ce, weights,
-                          metrics)
-    out: dict[str, float] = {}
-    _record(out, "serial", l1, ce, agree)
-    total = weights.serial_l1 * l1 + weights.serial_ce * ce
-    total = total + _mlp_loss(drafter, batch, o, counts, weights, n_heads, metrics, out)
+    parts = _serial_parts(r, batch, counts, weights) + _head_parts(drafter, r, batch, counts, weights, n_heads)
+    parts = [p for p in parts if len(p.flat)]
+    hidden = batch.hidden.reshape(-1, batch.hidden.shape[-1])  # [B*T, H]
+    with_ce = [p for p in parts if p.ce_weight > 0 or metrics]
+    ce = dict(zip((p.name for p in with_ce), _soft_ce(drafter, hidden, with_ce, _ce_positions(batch, weights, metrics),
+                                                      metrics)))
+    total, out = hidden.new_zeros(()), {}
+    for p in parts:
+        l1 = F.smooth_l1_loss(p.pred.float(), hidden[p.flat], reduction="none").mean(-1).mean()
+        part_ce, agree = ce.get(p.name, (l1.new_zeros(()), None))
+        total = total + p.l1_weight * l1 + p.ce_weight * part_ce
+        _record(out, p.name, l1, part_ce, agree)
     out["loss"] = total.item()
     return total, out

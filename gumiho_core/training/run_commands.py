@@ -19,7 +19,8 @@ from ..text import encode_prompt
 from . import card
 from .data import load_corpus, load_features
 from .export import export_official
-from .trainer import Trainer, TrainConfig, plot_history
+from .card import plot_history
+from .trainer import Trainer, TrainConfig
 from .workspace import corpus_dir_for, features_dir_for, run_dir, trained_heads, workdir_for
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,32 @@ def training_sequences(args, target, fraction: float):
     return load_corpus(corpus_dir_for(args), features_dir_for(args), target.config.hidden_size, fraction)
 
 
+def steps_list(text: str) -> tuple[int, ...]:
+    """--keep-steps "700,1400": the steps as integers, or a one-line error naming the bad one."""
+    steps = []
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        if not part.isdigit() or int(part) < 1:
+            raise GumihoError(f"--keep-steps takes comma-separated positive step numbers; got {part!r}")
+        steps.append(int(part))
+    return tuple(steps)
+
+
+def train_precision(args) -> str:
+    """--precision auto: bf16 where matmuls have it natively (a GPU, AMX or AVX512-BF16), else fp32."""
+    if args.precision != "auto":
+        return args.precision
+    from ..models import cpu_has_native_bf16, resolve_device
+
+    return "bf16" if resolve_device(args.device).type == "cuda" or cpu_has_native_bf16() else "fp32"
+
+
 def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
-    cfg = TrainConfig(epochs=args.epochs, lr=args.lr, tokens_per_step=args.tokens_per_step,
-                      draft_vocab=args.draft_vocab, seed=args.seed, precision=args.precision, objective=args.objective)
+    keep = steps_list(args.keep_steps)
+    cfg = TrainConfig(epochs=args.epochs, steps=args.steps, lr=args.lr, tokens_per_step=args.tokens_per_step,
+                      micro_tokens=args.micro_tokens,
+                      draft_vocab=args.draft_vocab, seed=args.seed, precision=train_precision(args),
+                      objective=args.objective, rollout=args.rollout, checkpoint_minutes=args.checkpoint_minutes,
+                      keep_steps=keep)
     share, folder = args.data_fraction if fraction is None else fraction, run_dir(args, run)
     trainer = Trainer(target, training_sequences(args, target, share), cfg, folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -98,7 +122,8 @@ def cmd_scaling(args, models) -> None:
         run = args.run if fraction == 1 else f"scale-{fraction:g}"
         folder = run_dir(args, run)
         history = card.read_json(folder / "history.json") or []
-        if not history or history[-1]["epoch"] < args.epochs:  # a finished run is read back, not loaded again
+        done = history and (history[-1]["step"] >= args.steps if args.steps else history[-1]["epoch"] >= args.epochs)
+        if not done:  # a finished run is read back, not loaded again
             history = train_run(args, target, run, fraction).history
         report = card.read_json(folder / "evaluation.json") or evaluate_run(args, target, run)
         points.append(card.scaling_point(fraction, card.read_json(folder / "data.json"), history, report))

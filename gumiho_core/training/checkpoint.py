@@ -1,0 +1,65 @@
+"""A training run's resumable state on disk: latest.pt, written atomically, and how far its epoch had got.
+
+A resumed run equals an uninterrupted one: the checkpoint holds the weights, the optimizer's moments, the step
+(the rate schedule is a function of it and the fixed total), the data order's random state at the epoch's start
+with the micro-batches already done, and torch's random state (feature noise, the CE's sampled positions).
+Checkpoints are taken between optimizer steps, when no gradient is pending.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..errors import GumihoError
+
+
+@dataclass
+class EpochProgress:
+    """How far the current epoch has got, and its running training metrics."""
+
+    rng: tuple | None = None  # the data order's random state at the epoch's start
+    micro: int = 0  # micro-batches done
+    seconds: float = 0.0
+    tokens: int = 0
+    sums: dict = field(default_factory=Counter)  # metric -> sum over micro-batches of value * tokens
+
+    def add(self, metrics: dict[str, float], tokens: int) -> None:
+        for k, v in metrics.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v * tokens
+        self.tokens += tokens
+
+    def means(self, prefix: str) -> dict[str, float]:
+        return {f"{prefix}{k}": v / self.tokens for k, v in self.sums.items()} if self.tokens else {}
+
+    def to_state(self) -> dict:
+        return {**asdict(self), "sums": dict(self.sums)}
+
+    @classmethod
+    def from_state(cls, state: dict | None) -> "EpochProgress":
+        return cls(**state) if state else cls()
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".pt.tmp")
+    torch.save(state, tmp)
+    tmp.rename(path)  # a run killed while saving keeps its previous checkpoint
+
+
+def load_checkpoint(path: Path, cfg, data: dict, free: tuple[str, ...]) -> dict:
+    """The state in `path`, refused (naming the differences) if its settings or data differ from the run's."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    saved = {**asdict(cfg), **state["train_config"]}
+    diff = {k: (v, getattr(cfg, k)) for k, v in saved.items() if k not in free and getattr(cfg, k) != v}
+    if diff:
+        raise GumihoError(f"cannot resume {path}: settings differ from the checkpoint's: "
+                          + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in diff.items())
+                          + "; use the same settings or another --workdir")
+    if state.get("data", data) != data:
+        raise GumihoError(f"cannot resume {path}: it was trained on {state['data']['conversations']} conversations "
+                          f"({state['data']['tokens']} tokens), this run has {data['conversations']} "
+                          f"({data['tokens']}); use the same data or another --run")
+    return state
