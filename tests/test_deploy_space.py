@@ -203,8 +203,9 @@ def _requirements_closure() -> set[str]:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    lines = (ROOT / "requirements.txt").read_text().splitlines()
-    todo = [Requirement(x).name for x in lines if x.strip() and not x.startswith("#")]
+    # pip's comment rule: "#" at the start of a line or after white space
+    lines = [re.split(r"(?:^|\s)#", x)[0].strip() for x in (ROOT / "requirements.txt").read_text().splitlines()]
+    todo = [Requirement(x).name for x in lines if x]
     seen = set()
     while todo:
         name = canonicalize_name(todo.pop())
