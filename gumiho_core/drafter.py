@@ -164,9 +164,9 @@ class GumihoDrafter(nn.Module):
             cache.advance(x.shape[1])
         return x
 
-    def heads(self, u: torch.Tensor, n_heads: int | None = None) -> torch.Tensor:
-        """Parallel MLP heads on u [..., serial_steps * H] -> features [n_heads, ..., H]."""
-        heads = self.mlp if n_heads is None else self.mlp[:n_heads]
+    def heads(self, u: torch.Tensor, n_heads: int | None = None, first: int = 0) -> torch.Tensor:
+        """Parallel MLP heads first..n_heads-1 on u [..., serial_steps * H] -> features [n_heads - first, ..., H]."""
+        heads = self.mlp[first:n_heads]
         return torch.stack([head(u) for head in heads])
 
     def logits(self, features: torch.Tensor) -> torch.Tensor:

@@ -17,9 +17,22 @@ import torch
 
 from .config import SERIAL, TreeConfig
 from .drafter import GumihoDrafter
-from .pool import Frontier, Pool, expand_beam, expand_serial
+from .pool import Frontier, Pool, expand_beam, expand_serial, reachable
 from .timing import Stopwatch
 from .tree import PARALLEL, ROOT, DraftTree, proposer_name
+
+FIRST_HEADS = 2  # MLP heads a CPU runs on every row before pruning (the authors' tree nearly always uses both)
+
+
+def prunes(device: torch.device) -> bool:
+    """Whether drafting skips what cannot make the tree: on a CPU, where arithmetic and not launches is the cost.
+
+    The tree keeps the best total_tokens - 1 pool nodes and a child never scores above its parent, so once the
+    pool holds that many, a node below the current bar has no descendant in the tree (pool.cutoff). Skipping
+    them costs a host read per level, which on a GPU would stall the queue to save arithmetic it barely pays for.
+    The drafted tree is the same either way (tests/test_drafting.py).
+    """
+    return device.type == "cpu"
 
 
 @dataclass(frozen=True)
@@ -99,14 +112,18 @@ def _parent_out(ctx: DraftContext, front: Frontier, run: _Run | None) -> torch.T
 
 
 def _serial_levels(ctx: DraftContext, pool: Pool, cfg: TreeConfig, levels: int, clock: Stopwatch,
-                   phases: list) -> tuple[Frontier, _Run | None]:
-    """Depth 1 from the context's last output; each deeper level runs the previous level's best top_k."""
+                   phases: list) -> tuple[Frontier | None, _Run | None]:
+    """Depth 1 from the context's last output; each deeper level runs the previous level's best top_k (on a CPU
+    only those that can still make the tree; a None frontier: none could, and drafting stops)."""
     drafter, s = ctx.drafter, ctx.drafter.cfg.serial_steps
     pool_all, chained = cfg.mode == SERIAL or cfg.pool == "all", cfg.mode != SERIAL
     front, run = pool.root_frontier(ctx.last_out.device), None
+    prune = prunes(ctx.last_out.device)
     logp = _logprobs(drafter, ctx.last_out[None])  # [1, V]
     for d in range(1, levels + 1):
         if d > 1:
+            if prune and (front := reachable(pool, front, cfg.total_tokens)) is None:
+                break
             run = _run_nodes(ctx, front, _parent_out(ctx, front, run), run, d - 1, chained)
             logp = _logprobs(drafter, run.out)  # [n, V]
         name, before = proposer_name(cfg.mode, d, s), pool.size
@@ -117,16 +134,33 @@ def _serial_levels(ctx: DraftContext, pool: Pool, cfg: TreeConfig, levels: int, 
 
 def _parallel_levels(ctx: DraftContext, pool: Pool, cfg: TreeConfig, front: Frontier, run: _Run | None,
                      n_heads: int, clock: Stopwatch, phases: list) -> None:
-    """The MLP heads read each last-serial-level node's OWN ancestry of fused inputs, all depths at once."""
+    """The MLP heads read each last-serial-level node's OWN ancestry of fused inputs.
+
+    On a GPU all heads run at once, in one batch, with no host read. On a CPU, where arithmetic and not launches
+    is the cost, the first FIRST_HEADS run at once and each later head only on the rows a path that can still make
+    the tree comes from, stopping at the first head no such path reaches (pool.expand_beam); the tree is the same.
+    """
     drafter, s = ctx.drafter, ctx.drafter.cfg.serial_steps
     last_fused = drafter.fuse(front.tokens, _parent_out(ctx, front, run))  # [n, H]
     chains = last_fused if run is None else torch.cat((run.chain[front.rows], last_fused), dim=-1)  # [n, s * H]
-    feats = drafter.heads(chains, n_heads)  # [heads, n, H]
+    prune = prunes(chains.device)
+    batched = min(FIRST_HEADS, n_heads) if prune else n_heads
+    logp = _logprobs(drafter, drafter.heads(chains, batched))  # [batched, n, V]
+    k = min(cfg.mlp_topk, logp.shape[-1])
+    top = logp.topk(k, dim=-1)  # [batched, n, k]
+
+    def head_top(m: int, rows: torch.Tensor | None):
+        if m < batched:
+            return (top.values[m], top.indices[m]) if rows is None else (top.values[m][rows], top.indices[m][rows])
+        later = _logprobs(drafter, drafter.heads(chains[rows], m + 1, first=m)[0]).topk(k, dim=-1)  # [r, k]
+        return later.values, later.indices
+
     before = pool.size
-    expand_beam(pool, front, _logprobs(drafter, feats), cfg, s + 1,
-                [proposer_name(cfg.mode, s + 1 + m, s) for m in range(n_heads)], drafter.to_target_ids)
-    phases.append(DraftPhase(name=PARALLEL, depths=tuple(range(s + 1, s + 1 + n_heads)),
-                             candidates=pool.size - before, seconds=clock.lap()))
+    ran = expand_beam(pool, front, head_top, n_heads, cfg, s + 1,
+                      [proposer_name(cfg.mode, s + 1 + m, s) for m in range(n_heads)], drafter.to_target_ids, prune)
+    if ran:
+        phases.append(DraftPhase(name=PARALLEL, depths=tuple(range(s + 1, s + 1 + ran)),
+                                 candidates=pool.size - before, seconds=clock.lap()))
 
 
 @torch.inference_mode()
@@ -145,7 +179,7 @@ def build_tree(ctx: DraftContext, root_token: int, cfg: TreeConfig, max_depth: i
     pool, phases = Pool(int(root_token)), []
     clock.start()
     front, run = _serial_levels(ctx, pool, cfg, serial_depth, clock, phases)
-    if n_heads > 0:
+    if n_heads > 0 and front is not None:
         _parallel_levels(ctx, pool, cfg, front, run, n_heads, clock, phases)
     ctx.cache.crop(ctx.committed)
     return pool.select(cfg.total_tokens), tuple(phases)

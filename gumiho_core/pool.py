@@ -115,18 +115,65 @@ def expand_serial(pool: Pool, front: Frontier, logp: torch.Tensor, top_k: int, d
     return Frontier(nodes, kept_scores, kept_tokens, rows, K)
 
 
-def expand_beam(pool: Pool, front: Frontier, logp: torch.Tensor, cfg: TreeConfig, first_depth: int,
-                proposers: list[str], to_target) -> None:
-    """Beam search over the MLP heads' distributions logp [heads, n, V], one level per head, from `front`."""
-    k = min(cfg.mlp_topk, logp.shape[-1])
-    top = logp.topk(k, dim=-1)  # [heads, n, k]
-    ids = to_target(top.indices)
-    beam, beam_row, base, width = front.nodes, None, front.scores, front.size  # beam_row: each node's MLP row
-    for m, proposer in enumerate(proposers):
-        vals, toks = (top.values[m], ids[m]) if beam_row is None else (top.values[m][beam_row], ids[m][beam_row])
-        cum = (vals + base[:, None]).flatten()  # [width * k]
-        width = min(cfg.pruning, width * k)
-        keep = cum.topk(width).indices  # [width]
+def cutoff(pool: Pool, total_tokens: int) -> torch.Tensor | None:
+    """The score a node needs to stay in the running for the tree: the pool's (total_tokens - 1)-th best so far.
+
+    The selection keeps the best total_tokens - 1 nodes, and adding nodes only raises that bar, so a node scoring
+    below it now can never be chosen, nor can any of its descendants (a child scores at most its parent). None
+    while the pool holds fewer nodes than the tree takes.
+    """
+    n = total_tokens - 1
+    if pool.size - 1 < n:
+        return None
+    return torch.cat([lv.score for lv in pool.levels]).topk(n).values[-1]
+
+
+def reachable(pool: Pool, front: Frontier, total_tokens: int) -> Frontier | None:
+    """The frontier's nodes whose children could still make the tree, or None when none can.
+
+    A frontier is best first, so they lead it; finding how many costs one host read.
+    """
+    bar = cutoff(pool, total_tokens)
+    if bar is None:
+        return front
+    n = int((front.scores >= bar).sum())
+    if n == front.size or n == 0:
+        return front if n else None
+    return Frontier(front.nodes[:n], front.scores[:n], front.tokens[:n], front.rows[:n], n)
+
+
+def expand_beam(pool: Pool, front: Frontier, head_top, n_heads: int, cfg: TreeConfig, first_depth: int,
+                proposers: list[str], to_target, prune: bool = False) -> int:
+    """Beam search over the MLP heads, one level per head, from `front`; returns how many heads ran.
+
+    head_top(m, rows) gives head m's top mlp_topk draft log-probs and draft ids ([r, k] each) at the front rows
+    `rows` (None: every row, in front order). With prune, before each head the beam drops the paths that score
+    below the cutoff (no node below them can make the tree), the head runs only on the front rows the remaining
+    paths come from, and drafting stops at the first head no path can reach. The tree is the same either way;
+    pruning costs a host read per head (the stop test), which on a CPU is cheap and saves arithmetic.
+    """
+    beam, beam_row, base = front.nodes, None, front.scores  # beam_row: each path's front row (None: the front)
+    for m, proposer in enumerate(proposers[:n_heads]):
+        rows, local = None, beam_row
+        if prune:
+            bar = cutoff(pool, cfg.total_tokens)
+            if beam_row is None:
+                beam_row = torch.arange(front.size, device=base.device)
+            if bar is not None:
+                alive = base >= bar
+                if not bool(alive.any()):
+                    return m
+                beam, beam_row, base = beam[alive], beam_row[alive], base[alive]
+            rows, local = torch.unique(beam_row, return_inverse=True)  # rows sorted, local: each path's row in them
+        vals, ids = head_top(m, rows)  # [r, k]
+        if local is not None:
+            vals, ids = vals[local], ids[local]  # [paths, k]
+        k = vals.shape[-1]
+        cum = (vals + base[:, None]).flatten()  # [paths * k]
+        width = min(cfg.pruning, cum.numel())
+        keep = cum.topk(width).indices  # [width] best first
         src, base = keep // k, cum[keep]
-        first = pool.add(first_depth + m, proposer, toks.flatten()[keep], beam[src], vals.flatten()[keep], base)
+        first = pool.add(first_depth + m, proposer, to_target(ids.flatten()[keep]), beam[src],
+                         vals.flatten()[keep], base)
         beam, beam_row = _numbers(first, width, keep.device), src if beam_row is None else beam_row[src]
+    return n_heads

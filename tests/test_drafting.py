@@ -3,10 +3,12 @@
 This pins down both upstream bugs fixed here: level-2 siblings must not see each other, and each
 MLP row must use its node's true level-1 parent.
 """
+from unittest import mock
+
 import pytest
 import torch
 
-from gumiho_core import DecodeConfig, TreeConfig, start
+from gumiho_core import DecodeConfig, TreeConfig, drafting, start
 from gumiho_core.drafting import build_tree
 from tiny import random_drafter, tiny_target
 
@@ -72,7 +74,49 @@ def test_every_node_logprob_matches_its_own_path(setup, mode, pool):
             parent = tree.parents[node]
             assert tree.score[node] == pytest.approx(tree.score[parent] + tree.logprob[node], abs=1e-4)
     names = [p.name for p in phases]
-    assert names == (["serial1", "serial2", "parallel"] if mode == "gumiho" else [f"serial{d}" for d in range(1, 8)])
+    every = ["serial1", "serial2", "parallel"] if mode == "gumiho" else [f"serial{d}" for d in range(1, 8)]
+    assert names == every[:len(names)] and len(names) >= 3, names  # levels no node could reach were skipped
+    with torch.inference_mode(), mock.patch.object(drafting, "prunes", lambda device: False):
+        _, phases = build_tree(session.ctx, session.generated[-1], cfg)
+    assert [p.name for p in phases] == every
+
+
+TREES = [TreeConfig(mode=mode, top_k=4, mlp_topk=5, pruning=6, total_tokens=total, depth=7, pool=pool)
+         for mode, pool in (("gumiho", "paper"), ("gumiho", "all"), ("serial", "paper")) for total in (8, 20, 48)]
+
+
+@pytest.mark.parametrize("std", [0.08, 0.2])  # a drafter of flat (child log-probs near -4) and of peaked guesses
+def test_pruned_drafting_drafts_the_same_tree(std):
+    """On a CPU drafting skips nodes below the tree's bar; at every step of a session, for every tree shape, the tree
+    equals the one drafted without skipping (tokens, parents, proposers exactly; log-probs to the fp32 rounding of
+    matmuls over fewer rows), and the skipping really happens: whole levels, and MLP-head rows."""
+    target = tiny_target(seed=5, scale=2.0)
+    drafter = random_drafter(target, seed=9, std=std)
+    session = start("gumiho", target, [4, 8, 15, 16, 23, 42], DecodeConfig(max_new_tokens=24), drafter=drafter)
+    rows, skipped_levels, rows_cut, compared = [], 0, 0, 0
+    heads = drafter.heads
+
+    def counting_heads(u, *args, **kwargs):
+        rows.append(u.shape[0])
+        return heads(u, *args, **kwargs)
+    with mock.patch.object(drafter, "heads", counting_heads):
+        while not session.done:
+            session.step()
+            for cfg in TREES:
+                with torch.inference_mode():
+                    rows.clear()
+                    pruned, short = build_tree(session.ctx, session.last_token, cfg)
+                    fewer_rows = len(rows) > 1 and min(rows) < max(rows)
+                    with mock.patch.object(drafting, "prunes", lambda device: False):
+                        full, phases = build_tree(session.ctx, session.last_token, cfg)
+                assert (pruned.tokens, pruned.parents, pruned.depth, pruned.proposer) == \
+                    (full.tokens, full.parents, full.depth, full.proposer), cfg
+                assert pruned.score == pytest.approx(full.score, abs=1e-4)
+                assert pruned.logprob == pytest.approx(full.logprob, abs=1e-4)
+                skipped_levels += sum(len(p.depths) for p in phases) - sum(len(p.depths) for p in short)
+                compared += 1
+                rows_cut += fewer_rows
+    assert compared >= 100 and skipped_levels > 0 and rows_cut > 0, (compared, skipped_levels, rows_cut)
 
 
 def test_selection_keeps_best_scores_and_topology(setup):
