@@ -37,3 +37,44 @@ def test_gradients_take_the_stock_path():
     x = torch.randn(3, layer.in_features, requires_grad=True)
     layer(x).sum().backward()
     assert x.grad is not None and x.grad.abs().sum() > 0
+
+
+def _ops(fn):
+    with torch.inference_mode(), torch.profiler.profile() as prof:
+        out = fn()
+    return out, {e.key for e in prof.key_averages()}
+
+
+def test_one_row_takes_the_path_measured_faster(monkeypatch, caplog):
+    """Plain decoding's one-row matmuls take the stock path where a probe found it faster, trees still packed;
+    the probe times every layer both ways and records what it found."""
+    target = tiny_target(seed=3)
+    ids, pos = torch.tensor([5, 9, 2, 7]), torch.arange(4)
+    monkeypatch.setitem(cpu_kernels._ONE_ROW, "stock", True)
+    one, one_ops = _ops(lambda: target.logits(target.forward(ids[:1], pos[:1], None, target.new_cache())))
+    _, many_ops = _ops(lambda: target.logits(target.forward(ids, pos, None, target.new_cache())))
+    assert "mkldnn::_linear_pointwise" not in one_ops and "mkldnn::_linear_pointwise" in many_ops
+    monkeypatch.setitem(cpu_kernels._ONE_ROW, "stock", False)
+    packed, packed_ops = _ops(lambda: target.logits(target.forward(ids[:1], pos[:1], None, target.new_cache())))
+    assert "mkldnn::_linear_pointwise" in packed_ops
+    torch.testing.assert_close(one, packed, rtol=1e-4, atol=1e-4)
+    linears = [m for m in target.model.modules() if hasattr(m, "_gumiho_packed")]
+    monkeypatch.setitem(cpu_kernels._ONE_ROW, "decided", False)
+    with caplog.at_level("INFO", logger="gumiho_core.cpu_kernels"):
+        cpu_kernels._decide_one_row(linears, rounds=1)
+    assert cpu_kernels._ONE_ROW["decided"]
+    assert f"one row through {len(linears)} layers: packed " in caplog.text, caplog.text
+
+
+def test_speculation_stays_exact_with_one_row_stock(monkeypatch):
+    """Plain decoding on the stock one-row path, verification packed: still the same tokens."""
+    from gumiho_core import DecodeConfig, generate, start
+    from tiny import random_drafter
+    monkeypatch.setitem(cpu_kernels._ONE_ROW, "stock", True)
+    target = tiny_target(seed=4, scale=4.0)
+    drafter = random_drafter(target, seed=2)
+    prompt = [3, 14, 15, 92, 6]
+    plain = generate(start("ar", target, prompt, DecodeConfig(max_new_tokens=40))).token_ids
+    for method in ("gumiho", "serial"):
+        assert generate(start(method, target, prompt, DecodeConfig(max_new_tokens=40), drafter=drafter)).token_ids \
+            == plain, method

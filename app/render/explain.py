@@ -47,8 +47,9 @@ def _phase_sentence(record: StepRecord, name: str) -> str:
     if name == PARALLEL:
         first, last = min(phase.depths), max(phase.depths)
         return (f"<b>MLP heads, all at once:</b> {len(phase.depths)} small networks each guess one later position "
-                f"(tokens {first}–{last}) for every kept path, in a single batch: {phase.candidates} candidates "
-                f"in {_ms(phase.seconds)}; {kept} of them made the final tree.")
+                f"(tokens {first}–{last}) from the same input, none waiting for another's guess, for every path that "
+                f"could still make the tree: {phase.candidates} candidates in {_ms(phase.seconds)}; {kept} of them "
+                "made the final tree.")
     depth = phase.depths[0]
     run_on = "the target's last features" if depth == 1 else f"each of its best depth-{depth - 1} guesses"
     return (f"<b>Serial head, step {depth}:</b> the 2-layer transformer runs on {run_on} and proposes "

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..config import GUMIHO, DecodeConfig, DrafterConfig, TreeConfig
+from ..cpu_kernels import one_row_stock
 from ..drafter import GumihoDrafter
 from ..engine import SpeculativeDecoder, generate
 from ..models import cache_dir
@@ -34,7 +35,8 @@ from .candidates import ALL, ranked
 from .costs import BEAM, NODES_GRID, TOP_K_GRID, measure
 
 log = logging.getLogger(__name__)
-VERSION = 4  # 3: the MLP rule, both pools, interleaved robust timings; 4: deep_share kept for every mode
+VERSION = 5  # 3: the MLP rule, both pools, interleaved robust timings; 4: deep_share kept for every mode;
+# 5: drafting skips what cannot make the tree (its costs changed), one-row matmuls on the faster kernel
 REMEASURE_GAP = 0.25  # a run's step cost this far (relative) from the prediction makes the measurement stale
 MIN_STEPS_TO_JUDGE = 8  # fewer decoding steps say too little about a step's cost to doubt a measurement
 # pool "all" drafts a superset of Gumiho's own pool: both pools' candidates can be read off it
@@ -150,7 +152,7 @@ def _fingerprint(target: Target, drafter: GumihoDrafter, mode: str) -> str:
     w = drafter.fc.weight.detach().float().flatten()[:4096].cpu().numpy().tobytes()
     raw = json.dumps([VERSION, device_name(target.device), target.name, str(target.dtype), mode,
                       hashlib.sha1(w).hexdigest(), drafter.draft_vocab_size,
-                      target.packed_linears > 0])
+                      target.packed_linears > 0, one_row_stock()])
     return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 

@@ -84,7 +84,10 @@ def measure_verify(session: SpeculativeDecoder, nodes=NODES_GRID, rounds: int = 
 @torch.inference_mode()
 def measure_draft(session: SpeculativeDecoder, mode: str, rounds: int = ROUNDS, lock=None) -> dict:
     """{(top_k, depth): seconds to draft such a tree} at the session's context, for the depths its drafter has."""
-    cfgs = {(k, depth): TreeConfig(mode=mode, top_k=k, mlp_topk=BEAM, pruning=BEAM, total_tokens=2, depth=depth)
+    # the largest tree of the grid: on a CPU drafting skips what cannot make the tree (drafting.prunes), so a
+    # smaller tree drafts faster; this is the cost without that help, an upper bound for the smaller trees
+    cfgs = {(k, depth): TreeConfig(mode=mode, top_k=k, mlp_topk=BEAM, pruning=BEAM, total_tokens=max(NODES_GRID),
+                                   depth=depth)
             for k in TOP_K_GRID for depth in range(1, session.drafter.cfg.max_depth + 1)}
     return timed_rounds({key: lambda cfg=cfg: session.draft(cfg) for key, cfg in cfgs.items()}, rounds,
                         session.target.device, lock)
