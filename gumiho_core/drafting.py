@@ -29,8 +29,8 @@ def prunes(device: torch.device) -> bool:
 
     The tree keeps the best total_tokens - 1 pool nodes and a child never scores above its parent, so once the
     pool holds that many, a node below the current bar has no descendant in the tree (pool.cutoff). Skipping
-    them costs a host read per level, which on a GPU would stall the queue to save arithmetic it barely pays for.
-    The drafted tree is the same either way (tests/test_drafting.py).
+    them sizes tensors by their contents, which on a GPU would stall the queue at every level to save arithmetic
+    it barely pays for. The drafted tree is the same either way (tests/test_drafting.py).
     """
     return device.type == "cpu"
 

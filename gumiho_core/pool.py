@@ -131,15 +131,18 @@ def cutoff(pool: Pool, total_tokens: int) -> torch.Tensor | None:
 def reachable(pool: Pool, front: Frontier, total_tokens: int) -> Frontier | None:
     """The frontier's nodes whose children could still make the tree, or None when none can.
 
-    A frontier is best first, so they lead it; finding how many costs one host read.
+    A mask picks them (a frontier is best first, so they lead it), and the result's shape says how many: no
+    element is read into Python, though on a GPU sizing a tensor by its contents would wait for the queue.
     """
     bar = cutoff(pool, total_tokens)
     if bar is None:
         return front
-    n = int((front.scores >= bar).sum())
-    if n == front.size or n == 0:
-        return front if n else None
-    return Frontier(front.nodes[:n], front.scores[:n], front.tokens[:n], front.rows[:n], n)
+    alive = front.scores >= bar  # [n]
+    nodes = front.nodes[alive]
+    if nodes.shape[0] == front.size:
+        return front
+    n = nodes.shape[0]
+    return Frontier(nodes, front.scores[alive], front.tokens[alive], front.rows[alive], n) if n else None
 
 
 def expand_beam(pool: Pool, front: Frontier, head_top, n_heads: int, cfg: TreeConfig, first_depth: int,
@@ -149,8 +152,9 @@ def expand_beam(pool: Pool, front: Frontier, head_top, n_heads: int, cfg: TreeCo
     head_top(m, rows) gives head m's top mlp_topk draft log-probs and draft ids ([r, k] each) at the front rows
     `rows` (None: every row, in front order). With prune, before each head the beam drops the paths that score
     below the cutoff (no node below them can make the tree), the head runs only on the front rows the remaining
-    paths come from, and drafting stops at the first head no path can reach. The tree is the same either way;
-    pruning costs a host read per head (the stop test), which on a CPU is cheap and saves arithmetic.
+    paths come from, and drafting stops at the first head no path can reach. The tree is the same either way.
+    Pruning sizes tensors by their contents (a mask), which on a CPU costs nothing and on a GPU would wait for
+    the queue.
     """
     beam, beam_row, base = front.nodes, None, front.scores  # beam_row: each path's front row (None: the front)
     for m, proposer in enumerate(proposers[:n_heads]):
@@ -161,9 +165,9 @@ def expand_beam(pool: Pool, front: Frontier, head_top, n_heads: int, cfg: TreeCo
                 beam_row = torch.arange(front.size, device=base.device)
             if bar is not None:
                 alive = base >= bar
-                if not bool(alive.any()):
-                    return m
                 beam, beam_row, base = beam[alive], beam_row[alive], base[alive]
+                if not beam.shape[0]:  # no path can reach the tree
+                    return m
             rows, local = torch.unique(beam_row, return_inverse=True)  # rows sorted, local: each path's row in them
         vals, ids = head_top(m, rows)  # [r, k]
         if local is not None:

@@ -13,7 +13,7 @@ from tiny import random_drafter, tiny_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import step_overhead  # noqa: E402
-from gumiho_core import TreeConfig  # noqa: E402
+from gumiho_core import TreeConfig, drafting  # noqa: E402
 from gumiho_core.engine import start  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -43,9 +43,12 @@ def test_the_counter_sees_ops_and_reads_where_they_happen(pair):
     assert tally.ops["rest"] >= 2 and tally.ops["target"] >= 1 and tally.ops["drafter"] == 0
 
 
+@pytest.mark.parametrize("prune", [True, False], ids=["cpu-pruning", "gpu-path"])
 @pytest.mark.parametrize("total_tokens", [64, 12])
 @pytest.mark.parametrize("method", ["gumiho", "serial"])
-def test_steps_stay_within_the_budgets(pair, method, total_tokens):
+def test_steps_stay_within_the_budgets(pair, method, total_tokens, prune, monkeypatch):
+    """Both drafting paths: the CPU's, which skips what cannot make the tree, and the GPU's, which drafts all."""
+    monkeypatch.setattr(drafting, "prunes", lambda device: prune)
     target, drafter = pair
     tree = TreeConfig(total_tokens=total_tokens)
     row = step_overhead.count_steps(method, target, drafter, PROMPT, tree, new_tokens=24)
