@@ -156,7 +156,7 @@ def _parallel_levels(ctx: DraftContext, pool: Pool, cfg: TreeConfig, front: Fron
         return later.values, later.indices
 
     before = pool.size
-    ran = expand_beam(pool, front, head_top, n_heads, cfg, s + 1,
+    ran = expand_beam(pool, front, head_top, cfg, s + 1,
                       [proposer_name(cfg.mode, s + 1 + m, s) for m in range(n_heads)], drafter.to_target_ids, prune)
     if ran:
         phases.append(DraftPhase(name=PARALLEL, depths=tuple(range(s + 1, s + 1 + ran)),

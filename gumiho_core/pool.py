@@ -139,15 +139,16 @@ def reachable(pool: Pool, front: Frontier, total_tokens: int) -> Frontier | None
         return front
     alive = front.scores >= bar  # [n]
     nodes = front.nodes[alive]
-    if nodes.shape[0] == front.size:
-        return front
     n = nodes.shape[0]
-    return Frontier(nodes, front.scores[alive], front.tokens[alive], front.rows[alive], n) if n else None
+    if n == front.size or n == 0:
+        return front if n else None
+    return Frontier(nodes, front.scores[alive], front.tokens[alive], front.rows[alive], n)
 
 
-def expand_beam(pool: Pool, front: Frontier, head_top, n_heads: int, cfg: TreeConfig, first_depth: int,
-                proposers: list[str], to_target, prune: bool = False) -> int:
-    """Beam search over the MLP heads, one level per head, from `front`; returns how many heads ran.
+def expand_beam(pool: Pool, front: Frontier, head_top, cfg: TreeConfig, first_depth: int, proposers: list[str],
+                to_target, prune: bool = False) -> int:
+    """Beam search over the MLP heads (one level per head, each named in `proposers`) from `front`; returns how
+    many heads ran.
 
     head_top(m, rows) gives head m's top mlp_topk draft log-probs and draft ids ([r, k] each) at the front rows
     `rows` (None: every row, in front order). With prune, before each head the beam drops the paths that score
@@ -157,7 +158,7 @@ def expand_beam(pool: Pool, front: Frontier, head_top, n_heads: int, cfg: TreeCo
     the queue.
     """
     beam, beam_row, base = front.nodes, None, front.scores  # beam_row: each path's front row (None: the front)
-    for m, proposer in enumerate(proposers[:n_heads]):
+    for m, proposer in enumerate(proposers):
         rows, local = None, beam_row
         if prune:
             bar = cutoff(pool, cfg.total_tokens)
@@ -180,4 +181,4 @@ def expand_beam(pool: Pool, front: Frontier, head_top, n_heads: int, cfg: TreeCo
         first = pool.add(first_depth + m, proposer, to_target(ids.flatten()[keep]), beam[src],
                          vals.flatten()[keep], base)
         beam, beam_row = _numbers(first, width, keep.device), src if beam_row is None else beam_row[src]
-    return n_heads
+    return len(proposers)
