@@ -22,7 +22,6 @@ import functools
 import os
 import re
 import statistics
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
@@ -57,24 +56,16 @@ def client(url: str):
     return gradio_client.Client(url, verbose=False, download_files=False)
 
 
-_VIEW_LOCK = threading.Lock()
-
-
 @functools.cache
-def _run_outputs() -> list[str]:
+def run_outputs() -> list[str]:
+    """The Run event's outputs as a client receives them, by name: the page's View in order, without what the
+    API leaves out (the gr.State, the buttons). The `app` fixture builds it first, in the main thread: two
+    page builds at once (visitors' threads) break Gradio's event registry."""
     from app.backend import Backend
     from app.layout import build_view
 
     _, view = build_view(Backend("default", "default", "cpu"))
     return [f.name for f in fields(View) if not getattr(view, f.name).skip_api]
-
-
-def run_outputs() -> list[str]:
-    """The Run event's outputs as a client receives them, by name: the page's View in order, without what the
-    API leaves out (the gr.State, the buttons). Built once, under a lock: visitors' threads ask at once, and
-    two page builds at the same time break Gradio's event registry."""
-    with _VIEW_LOCK:
-        return _run_outputs()
 
 
 def finished(outputs) -> tuple[str, int]:
@@ -102,6 +93,7 @@ def app(tmp_path_factory):
     with running_app(log, "--concurrency", str(CONCURRENCY), "--auto-tree", "off",
                      env={"MALLOC_ARENA_MAX": "2"}) as (url, proc):
         wait_for_log(log, "loaded SmolLM2", proc)  # the page is up before the models: count from here
+        run_outputs()
         yield url, proc
 
 
