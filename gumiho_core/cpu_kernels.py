@@ -1,4 +1,4 @@
-"""Faster linear layers for fp32 targets on a CPU: oneDNN matmuls with weights packed once.
+"""Faster linear layers on a CPU: oneDNN matmuls with weights packed once (fp32, and bf16 where oneDNN has it).
 
 A stock `nn.Linear` on a CPU hands every call to a BLAS that re-packs the weight for each matmul.
 For one token that path is a matrix-vector product and cheap enough; for the 2-64 tokens of a draft
@@ -16,6 +16,11 @@ plain loop and verification run through the same layers.
 
 Off with GUMIHO_CPU_KERNELS=0. Models whose linear weights exceed 4 GiB are not packed (the copy would
 double their memory).
+
+bf16 weights (the drafter on a CPU with native bf16, models.drafter_dtype) are packed too where oneDNN runs
+bf16 (`torch.ops.mkldnn._is_mkldnn_bf16_supported()`). Measured on an Intel Xeon with AMX, one thread, the
+drafter's shapes at a 14-row tree level: 576->576 58 -> 27 us, 576->1536 132 -> 72 us, the 8,192-token draft
+head 733 -> 494 us (1 row: 668 -> 407 us), with outputs bit-identical to the stock bf16 matmul.
 
 One row (plain decoding's every step) is another matter, and depends on the CPU: on the project's AMD EPYC
 (AVX2) the stock path decodes SmolLM2-135M at 130 ms per token and the packed one at 155 ms, while on the CPU
@@ -72,7 +77,8 @@ def one_row_stock() -> bool:
 
 
 def _one_row(x: torch.Tensor) -> bool:
-    return _ONE_ROW["stock"] and x.numel() == x.shape[-1]
+    """A one-row fp32 matmul where the probe found the stock path faster (bf16 packed is faster at one row too)."""
+    return _ONE_ROW["stock"] and x.dtype == torch.float32 and x.numel() == x.shape[-1]
 
 
 def _packed_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -81,9 +87,21 @@ def _packed_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return packed_linear(x, self._gumiho_packed, self.bias)
 
 
+def packable(dtype: torch.dtype) -> bool:
+    """Whether oneDNN runs packed matmuls in this dtype here: fp32 always, bf16 where the CPU supports it."""
+    if dtype == torch.float32:
+        return True
+    return dtype == torch.bfloat16 and _bf16_supported()
+
+
+def _bf16_supported() -> bool:
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return bool(check is not None and check())
+
+
 def usable(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether x @ weight.T may take the packed path here: on, fp32 on a CPU, and no gradient to track."""
-    return (enabled() and x.device.type == "cpu" and x.dtype == torch.float32
+    """Whether x @ weight.T may take the packed path here: on, a packable dtype on a CPU, no gradient to track."""
+    return (enabled() and x.device.type == "cpu" and x.dtype == weight.dtype and packable(x.dtype)
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
 
 
@@ -95,9 +113,10 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
-    """A packed copy of one CPU fp32 weight [d_out, d_in], or None where packing does not apply."""
+    """A packed copy of one CPU weight [d_out, d_in] (fp32, or bf16 where packable), or None where packing does
+    not apply."""
     if (os.environ.get("GUMIHO_CPU_KERNELS", "1") == "0" or not available() or weight.device.type != "cpu"
-            or weight.dtype != torch.float32 or weight.numel() * 4 > MAX_PACKED_BYTES):
+            or not packable(weight.dtype) or weight.numel() * weight.element_size() > MAX_PACKED_BYTES):
         return None
     try:
         with torch.no_grad():

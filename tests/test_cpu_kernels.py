@@ -78,3 +78,38 @@ def test_speculation_stays_exact_with_one_row_stock(monkeypatch):
     for method in ("gumiho", "serial"):
         assert generate(start(method, target, prompt, DecodeConfig(max_new_tokens=40), drafter=drafter)).token_ids \
             == plain, method
+
+
+@pytest.mark.skipif(not cpu_kernels.packable(torch.bfloat16), reason="oneDNN runs no bf16 matmuls on this CPU")
+def test_a_bf16_drafter_is_packed_to_bf16_rounding_and_stays_exact(monkeypatch):
+    """A bf16 drafter (what a CPU with native bf16 gets) runs its layers and draft head packed. Each matmul equals
+    the stock bf16 one to bf16 rounding (at one row the stock path's gemv sums in another order, so a few outputs
+    differ in their last bit; the trees may then differ where two scores tie that closely), and the output is
+    plain decoding's. The target is left unpacked: every oneDNN matmul seen is the drafter's."""
+    from gumiho_core import DecodeConfig, generate, start
+    from gumiho_core.target import SharedWeights
+    from tiny import random_drafter
+    monkeypatch.setenv("GUMIHO_CPU_KERNELS", "0")
+    target = tiny_target(seed=4, scale=4.0)
+    monkeypatch.delenv("GUMIHO_CPU_KERNELS")
+    drafter = random_drafter(target, seed=2)
+    shared = target.shared_weights()
+    drafter.bind(SharedWeights(shared.embed, shared.lm_head.bfloat16()))
+    drafter = drafter.to(torch.bfloat16)
+    calls, linear = [], cpu_kernels.PackedCopy.linear
+
+    def compared(self, x, weight, bias=None):
+        y = linear(self, x, weight, bias)
+        with stock_kernels():
+            calls.append((tuple(x.shape), y, linear(self, x, weight, bias)))
+        return y
+    with monkeypatch.context() as m:
+        m.setattr(cpu_kernels.PackedCopy, "linear", compared)
+        with torch.profiler.profile() as prof:
+            run = generate(start("gumiho", target, [3, 14, 15, 92, 6], DecodeConfig(max_new_tokens=40),
+                                 drafter=drafter))
+    assert target.packed_linears == 0 and "mkldnn::_linear_pointwise" in {e.key for e in prof.key_averages()}
+    assert {shape[-2] for shape, _, _ in calls} >= {1, 14}, "one-row and tree-level matmuls both seen"
+    for shape, packed, stock in calls:
+        torch.testing.assert_close(packed, stock, rtol=2 ** -7, atol=1e-5, msg=lambda m: f"{shape}: {m}")
+    assert run.token_ids == generate(start("ar", target, [3, 14, 15, 92, 6], DecodeConfig(max_new_tokens=40))).token_ids

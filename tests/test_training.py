@@ -248,3 +248,27 @@ def test_bad_schedule_settings_are_named():
         TrainConfig(steps=-5)
     with pytest.raises(GumihoError, match="rollout must be one of teacher-forced, as-drafted; got 'drafted'"):
         TrainConfig(rollout="drafted")
+
+
+def test_soft_cross_entropy_equals_the_log_softmax_formula_and_its_gradient():
+    """The chunked soft cross-entropy (lse(z) - p.z, gradient softmax(z) - p) against -(p * log_softmax(z)).sum(),
+    over more rows than one chunk holds, rows sharing target distributions; and gradcheck on a small case."""
+    from gumiho_core.training.objective import CE_ROWS, SoftCrossEntropy
+    torch.manual_seed(0)
+    N, M, V = 2 * CE_ROWS + 5, 9, 40
+    z = (3 * torch.randn(N, V, dtype=torch.float64)).requires_grad_()
+    target = torch.softmax(2 * torch.randn(M, V, dtype=torch.float64), -1)
+    rows = torch.randint(0, M, (N,))
+    weights = torch.rand(N, dtype=torch.float64)
+    got = SoftCrossEntropy.apply(z, target, rows)
+    (dz,) = torch.autograd.grad((got * weights).sum(), z)
+    want = -(target[rows] * torch.log_softmax(z, -1)).sum(-1)
+    (want_dz,) = torch.autograd.grad((want * weights).sum(), z)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(dz, want_dz)
+    small = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: SoftCrossEntropy.apply(x, target[:3, :7].softmax(-1), rows[:5] % 3),
+                                    (small,))
+    half = SoftCrossEntropy.apply(z.detach().bfloat16(), target.float(), rows)  # bf16 logits: summed in fp32
+    assert half.dtype == torch.float32
+    torch.testing.assert_close(half.double(), want.detach(), rtol=2e-2, atol=2e-2)
