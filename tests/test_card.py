@@ -48,3 +48,34 @@ def test_card_says_when_the_comparison_is_not_like_for_like():
     b = {"last": {"epoch": 3}, "evaluation": None, "data": {"fraction": 0.25}}
     text = card.model_card(_facts({"distill": a, "paper": b}, None))
     assert "differing shares or epochs" in text and "What more data brings" not in text
+
+
+def test_card_shows_the_step_curve_and_its_best_step(tmp_path):
+    points = [card.step_point(350, _eval(2.1, 2.2)), card.step_point(1400, _eval(2.6, 2.5))]
+    facts = card.Facts(**{**_facts({}, None).__dict__, "steps": points})
+    text = card.model_card(facts)
+    assert "## Step curve" in text and "| 1,400 | 2.60 | 2.50 | 0.60 | 0.60 |" in text
+    assert "Highest gumiho tau at step 1,400." in text
+    assert "## Step curve" not in card.model_card(_facts({}, None))
+    history = [{"epoch": 1, "step": 238, "val_serial_top1": 0.3, "val_mlp1_top1": 0.2},
+               {"epoch": 2, "step": 476, "val_serial_top1": 0.4, "val_mlp1_top1": 0.25}]
+    png = card.plot_steps(points, history, tmp_path / "steps.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_card_says_which_rollout_trained_the_heads():
+    facts = _facts({}, None)
+    assert "Rollout `teacher-forced`" in card.model_card(facts)
+    drafted = card.Facts(**{**facts.__dict__, "train_config": {**facts.train_config, "rollout": "as-drafted"}})
+    assert "read the drafter's own outputs" in card.model_card(drafted)
+
+
+def test_the_step_curve_finds_every_kept_checkpoint(tmp_path):
+    import json
+    from gumiho_core.training.run_commands import kept_heads
+    for name, step in (("drafter-step700", 700), ("drafter", 1400), ("drafter-step350", 350)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"steps": step}))
+    (tmp_path / "drafter-step9").mkdir()  # interrupted before its config was written: not a point
+    assert kept_heads(tmp_path) == [(350, tmp_path / "drafter-step350"), (700, tmp_path / "drafter-step700"),
+                                    (1400, tmp_path / "drafter")]

@@ -14,6 +14,9 @@ from .workspace import TRAIN_PROMPTS_HAND, TRAIN_PROMPTS_MADE, corpus_dir_for, r
 
 HEADS = ["serial"] + [f"mlp{m}" for m in range(1, 6)]
 TAU_GOAL = 3.5
+STEPS = "steps.json"  # in a run folder: the step curve
+ROLLOUT_WORDS = {"teacher-forced": "teacher-forced", "as-drafted": "as drafting runs them (serial step 2 and the MLP "
+                 "heads read the drafter's own outputs)"}
 
 
 def answer_tokens(trainer) -> int:
@@ -82,6 +85,7 @@ class Facts:
     evaluation: dict | None
     scaling: list | None
     objectives: dict
+    steps: list | None = None  # the step curve (run_commands.cmd_steps): one point per kept checkpoint
 
     @classmethod
     def gather(cls, args, target, history: list, draft_vocab: int | None) -> "Facts":
@@ -89,7 +93,8 @@ class Facts:
         return cls(target.name, target.vocab_size, device_name(target.device).split(", ")[0], args.recipe,
                    meta["train_config"], history, draft_vocab or target.vocab_size, corpus_stats(args),
                    read_json(run_dir(args) / "evaluation.json"), read_json(workdir_for(args) / "scaling.json"),
-                   {r.name[4:]: _objective_result(r) for r in sorted(workdir_for(args).glob("cmp-*"))})
+                   {r.name[4:]: _objective_result(r) for r in sorted(workdir_for(args).glob("cmp-*"))},
+                   read_json(run_dir(args) / STEPS))
 
 
 def read_json(path: Path):
@@ -114,7 +119,7 @@ def corpus_stats(args) -> dict:
 
 def model_card(f: Facts) -> str:
     return "\n".join([f"# Gumiho heads for {f.target}", "", *_data(f), *_training(f), *_objectives(f),
-                      *_acceptance(f), *_scaling(f)])
+                      *_acceptance(f), *_steps(f), *_scaling(f)])
 
 
 def _data(f: Facts) -> list[str]:
@@ -132,7 +137,8 @@ def _data(f: Facts) -> list[str]:
 def _training(f: Facts) -> list[str]:
     cfg, last = f.train_config, f.history[-1]
     hours = sum(h["seconds"] for h in f.history) / 3600
-    top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS if f"val_{h}_top1" in last)
+    top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS + ["serial2"] if f"val_{h}_top1" in last)
+    rollout = cfg.get("rollout", "teacher-forced")
     return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
             f"parallel MLP heads). Objective `{cfg['objective']}` (see below). {last['epoch']} epochs, "
             f"{last['step']} optimizer steps of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
@@ -141,8 +147,9 @@ def _training(f: Facts) -> list[str]:
             f"{f.device}; {hours:.2f} hours of training. Draft vocabulary: {f.draft_vocab} tokens, the most frequent "
             f"of the training data up to {cfg['draft_vocab']} (the target still verifies over all {f.vocab}). "
             "Weights stored in fp16.", "", "![loss curve](loss.png)", "",
-            "Held-out conversations (5% of the prompts, every answer to a held-out prompt), teacher-forced top-1 "
-            f"agreement with the target after the last epoch: {top1}.", ""]
+            f"Rollout `{rollout}`: the heads are trained on inputs {ROLLOUT_WORDS.get(rollout, rollout)}. Held-out "
+            "conversations (5% of the prompts, every answer to a held-out prompt), top-1 agreement with the target "
+            f"after the last step, the heads' inputs made the same way: {top1}.", ""]
 
 
 def _depth_table(rows: list[tuple[str, dict]]) -> list[str]:
@@ -188,6 +195,56 @@ def _objectives(f: Facts) -> list[str]:
     return lines + ["", f"Shipped: `{f.train_config['objective']}`. `paper` is GUMIHO.md's weighting (CE 0.1, the "
                     "MLP heads' CE from epoch 2); `distill` weighs the target's own next-token distribution (soft "
                     "cross-entropy against softmax(lm_head(feature))) as much as the features, for every head.", ""]
+
+
+def step_point(step: int, report: dict) -> dict:
+    """One point of the step curve: the heads after `step` optimizer steps, decoded on held-out prompts."""
+    return {"step": step, "prompts": report["prompts"], "max_new_tokens": report["max_new_tokens"],
+            **{m: {k: report[m][k] for k in ("mean_accept_len", "per_depth")} for m in ("gumiho", "serial")}}
+
+
+def _steps(f: Facts) -> list[str]:
+    if not f.steps:
+        return []
+    first = f.steps[0]
+    rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
+            f"{_rate(p['gumiho'], 2)} | {_rate(p['serial'], 2)} |" for p in f.steps]
+    best = max(f.steps, key=lambda p: p["gumiho"]["mean_accept_len"])
+    return ["## Step curve", "", "![step curve](steps.png)", "",
+            f"The heads kept along the one run (`train --keep-steps`), each decoded on {first['prompts']} held-out "
+            f"prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 (`python -m gumiho_core.train "
+            "steps`); the left plot is the held-out loss and top-1 at each epoch's end. The rate schedule was fixed "
+            "for the whole run, so an early point is a model still at a high learning rate, not a shorter run.", "",
+            "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
+            f"Highest gumiho tau at step {best['step']:,}.", ""]
+
+
+def _rate(r: dict, depth: int) -> str:
+    x = r["per_depth"][depth - 1] if len(r["per_depth"]) >= depth else float("nan")
+    return "-" if x != x else f"{x:.2f}"
+
+
+def plot_steps(points: list[dict], history: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    steps = [h["step"] for h in history]
+    for key in ["val_serial_top1", "val_serial2_top1"] + [f"val_mlp{m}_top1" for m in range(1, 6)]:
+        if key in history[0]:
+            a.plot(steps, [h.get(key, float("nan")) for h in history], marker=".", label=key[4:-5])
+    a.set_xlabel("optimizer step"), a.set_ylabel("top-1 agreement with the target")
+    a.set_title("held-out conversations, at each epoch's end"), a.legend(fontsize=7)
+    for m in ("gumiho", "serial"):
+        b.plot([p["step"] for p in points], [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
+    b.set_xlabel("optimizer step"), b.set_ylabel("tokens per target pass")
+    b.set_title("held-out prompts, authors' 64-node tree, T=0"), b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
 
 
 def _scaling(f: Facts) -> list[str]:

@@ -6,6 +6,7 @@
     python -m gumiho_core.train extract-features     # remake features for a corpus brought from elsewhere
     python -m gumiho_core.train train                # the Gumiho objective, resumable
     python -m gumiho_core.train evaluate             # acceptance on held-out prompts (gumiho and serial)
+    python -m gumiho_core.train steps                # the step curve: the heads kept along a run, evaluated
     python -m gumiho_core.train scaling              # train and evaluate on 1/8 .. all of the data
     python -m gumiho_core.train ship                 # copy the heads to assets/ with a model card
     python -m gumiho_core.train export --out DIR     # the heads in the authors' layout (their code, vLLM)
@@ -25,14 +26,14 @@ from .data_commands import cmd_extract_features, cmd_generate_data, cmd_make_pro
 from .distill import DistillConfig as DistillDefaults
 from .objective import OBJECTIVES
 from .rollout import ROLLOUTS
-from .run_commands import cmd_evaluate, cmd_export, cmd_scaling, cmd_ship, cmd_train
+from .run_commands import cmd_evaluate, cmd_export, cmd_scaling, cmd_ship, cmd_steps, cmd_train
 from .trainer import TrainConfig as TrainDefaults
 from .workspace import HELDOUT
 
 log = logging.getLogger(__name__)
 COMMANDS = {"make-prompts": cmd_make_prompts, "generate-data": cmd_generate_data,
             "extract-features": cmd_extract_features, "train": cmd_train, "evaluate": cmd_evaluate,
-            "scaling": cmd_scaling, "ship": cmd_ship, "export": cmd_export}
+            "steps": cmd_steps, "scaling": cmd_scaling, "ship": cmd_ship, "export": cmd_export}
 ALL = ("generate-data", "extract-features", "train", "evaluate")
 
 

@@ -115,6 +115,40 @@ def cmd_evaluate(args, models) -> None:
     print(json.dumps(evaluate_run(args, models.target(), args.run)))
 
 
+def kept_heads(run: Path) -> list[tuple[int, Path]]:
+    """(step, folder) of the heads a run kept along the way and of its latest heads, by step."""
+    found = {}
+    for folder in [*run.glob("drafter-step*"), run / "drafter"]:
+        meta = card.read_json(folder / "config.json")
+        if meta and "steps" in meta:
+            found[int(meta["steps"])] = folder
+    return sorted(found.items())
+
+
+def cmd_steps(args, models) -> None:
+    """The step curve of one run: each kept checkpoint decoded on the held-out prompts (an evaluation.json beside
+    each, reused when it used the same prompts and length), then steps.json and steps.png in the run folder."""
+    run, target = run_dir(args), models.target()
+    heads = kept_heads(run)
+    if not heads:
+        raise GumihoError(f"no heads in {run}; train with --keep-steps first")
+    prompts = spread(read_jsonl(args.eval_prompts, required=("prompt",)), args.eval_n)
+    points = []
+    for step, folder in heads:
+        report = card.read_json(folder / "evaluation.json")
+        if not report or (report["prompts"], report["max_new_tokens"]) != (len(prompts), args.eval_tokens):
+            log.info("step %d: evaluating %s", step, folder)
+            report = {"draft": str(folder), **evaluate_heads(target, load_drafter(str(folder), target), prompts,
+                                                            args.eval_tokens)}
+            (folder / "evaluation.json").write_text(json.dumps(report, indent=1))
+        points.append(card.step_point(step, report))
+    (run / card.STEPS).write_text(json.dumps(points, indent=1))
+    history = card.read_json(run / "history.json") or []
+    if history:
+        card.plot_steps(points, history, run / "steps.png")
+    log.info("step curve: %s", [(p["step"], round(p["gumiho"]["mean_accept_len"], 3)) for p in points])
+
+
 def cmd_scaling(args, models) -> None:
     """Train and evaluate on nested shares of the corpus's prompts: what more data brings, as numbers."""
     target, points = models.target(), []
@@ -146,6 +180,9 @@ def cmd_ship(args, models) -> None:
     scaling = workdir_for(args) / SCALING
     if scaling.is_file():
         card.plot_scaling(json.loads(scaling.read_text()), dest / "scaling.png")
+    steps = run / card.STEPS
+    if steps.is_file():
+        card.plot_steps(json.loads(steps.read_text()), history, dest / "steps.png")
     with safe_open(dest / "model.safetensors", "pt") as f:  # the heads' own vocabulary, as shipped
         draft_vocab = f.get_slice("draft_vocab").get_shape()[0] if "draft_vocab" in f.keys() else None
     facts = card.Facts.gather(args, models.target(), history, draft_vocab)
