@@ -10,10 +10,10 @@ def _eval(tau_g, tau_s):
             "serial": {"mean_accept_len": tau_s, "per_depth": per}}
 
 
-def _point(fraction, tokens, tau):
+def _point(fraction, tokens, tau, epochs=2, steps=None):
     top1 = {h: 0.5 for h in card.HEADS}
-    return {"fraction": fraction, "answer_tokens": tokens, "epochs": 2, "val_top1": top1, **_eval(tau, tau - 0.1),
-            "eval_prompts": 16}
+    return {"fraction": fraction, "answer_tokens": tokens, "epochs": epochs, "steps": steps or int(600 * fraction),
+            "val_top1": top1, **_eval(tau, tau - 0.1), "eval_prompts": 16}
 
 
 def _facts(objectives, scaling):
@@ -79,3 +79,11 @@ def test_the_step_curve_finds_every_kept_checkpoint(tmp_path):
     (tmp_path / "drafter-step9").mkdir()  # interrupted before its config was written: not a point
     assert kept_heads(tmp_path) == [(350, tmp_path / "drafter-step350"), (700, tmp_path / "drafter-step700"),
                                     (1400, tmp_path / "drafter")]
+
+
+def test_card_says_whether_the_data_curve_held_the_steps_fixed():
+    fixed = card.model_card(_facts({}, [_point(0.25, 1000, 2.0, epochs=8, steps=1400),
+                                        _point(1, 4000, 2.4, epochs=2, steps=1400)]))
+    assert "the same 1,400 optimizer steps (`scaling --steps`), so the curve separates data from compute" in fixed
+    by_epochs = card.model_card(_facts({}, [_point(0.25, 1000, 2.0), _point(1, 4000, 2.4)]))
+    assert "a smaller share also had fewer optimizer steps" in by_epochs and "separates data" not in by_epochs

@@ -213,7 +213,7 @@ def _steps(f: Facts) -> list[str]:
     return ["## Step curve", "", "![step curve](steps.png)", "",
             f"The heads kept along the one run (`train --keep-steps`), each decoded on {first['prompts']} held-out "
             f"prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 (`python -m gumiho_core.train "
-            "steps`); the left plot is the held-out loss and top-1 at each epoch's end. The rate schedule was fixed "
+            "steps`); the left plot is each head's held-out top-1 at each epoch's end. The rate schedule was fixed "
             "for the whole run, so an early point is a model still at a high learning rate, not a shorter run.", "",
             "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
             f"Highest gumiho tau at step {best['step']:,}.", ""]
@@ -257,11 +257,16 @@ def _scaling(f: Facts) -> list[str]:
     guess = (f"A straight line through tau against log(tokens) reaches {TAU_GOAL} at about {need:,.0f} answer "
              "tokens: an extrapolation, not a measurement." if need else
              f"Tau does not rise with data here, so no amount is predicted to reach {TAU_GOAL}.")
-    epochs = sorted({p["epochs"] for p in f.scaling})
-    how = (f"Each share was trained for {epochs[0]} epochs, so a smaller share also had fewer optimizer steps: the "
-           "curve measures data and steps together, at this recipe. Held-out prompts: "
-           f"{f.scaling[0]['eval_prompts']} of `prompts/heldout.jsonl`, 128 new tokens each, T=0."
-           if len(epochs) == 1 else "The shares were trained for differing numbers of epochs.")
+    epochs, steps = sorted({p["epochs"] for p in f.scaling}), sorted({p["steps"] for p in f.scaling})
+    where = f"Held-out prompts: {f.scaling[0]['eval_prompts']} of `prompts/heldout.jsonl`, 128 new tokens each, T=0."
+    if len(steps) == 1:
+        how = (f"Each share was trained for the same {steps[0]:,} optimizer steps (`scaling --steps`), so the curve "
+               f"separates data from compute. {where}")
+    elif len(epochs) == 1:
+        how = (f"Each share was trained for {epochs[0]} epochs, so a smaller share also had fewer optimizer steps: the "
+               f"curve measures data and steps together, at this recipe. {where}")
+    else:
+        how = "The shares were trained for differing numbers of epochs and steps."
     return ["## What more data brings", "", "![data scaling](scaling.png)", "", how, "",
             "| share of prompts | answer tokens | serial top-1 | mlp1 top-1 | gumiho tau | serial tau |",
             "|---|---|---|---|---|---|", *rows, "", guess, ""]
