@@ -140,7 +140,7 @@ def _training(f: Facts) -> list[str]:
     top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS + ["serial2"] if f"val_{h}_top1" in last)
     rollout = cfg.get("rollout", "teacher-forced")
     return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
-            f"parallel MLP heads). Objective `{cfg['objective']}` (see below). {last['epoch']} epochs, "
+            f"parallel MLP heads). Objective `{cfg['objective']}`{' (see below)' if f.objectives else ''}. {last['epoch']} epochs, "
             f"{last['step']} optimizer steps of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
             f"(warm-up: {cfg['warmup_steps']} steps or a tenth of the run if fewer; linear decay), grad clip "
             f"{cfg['grad_clip']}, {cfg['precision']} matmuls on "
