@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 MAX_PACKED_BYTES = 4 << 30
 BATCH_HINT = 16  # tokens per matmul the packing is tuned for (tree sizes on a CPU: 4-32)
 ONE_ROW_PROBE_BYTES = 64 << 20  # models whose linear weights stream from memory, not cache, decide the one-row path
+HOST = torch.device("cpu")  # the packed copies live in host memory (a numbered "cpu:1" is tests' simulated GPU)
 _state = threading.local()
 _ONE_ROW = {"stock": False, "decided": False}  # process-wide: does a one-row matmul take the stock path?
 
@@ -101,7 +102,7 @@ def _bf16_supported() -> bool:
 
 def usable(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether x @ weight.T may take the packed path here: on, a packable dtype on a CPU, no gradient to track."""
-    return (enabled() and x.device.type == "cpu" and x.dtype == weight.dtype and packable(x.dtype)
+    return (enabled() and x.device == HOST and x.dtype == weight.dtype and packable(x.dtype)
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
 
 
