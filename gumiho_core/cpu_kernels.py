@@ -20,7 +20,8 @@ double their memory).
 bf16 weights (the drafter on a CPU with native bf16, models.drafter_dtype) are packed too where oneDNN runs
 bf16 (`torch.ops.mkldnn._is_mkldnn_bf16_supported()`). Measured on an Intel Xeon with AMX, one thread, the
 drafter's shapes at a 14-row tree level: 576->576 58 -> 27 us, 576->1536 132 -> 72 us, the 8,192-token draft
-head 733 -> 494 us (1 row: 668 -> 407 us), with outputs bit-identical to the stock bf16 matmul.
+head 733 -> 494 us (1 row: 668 -> 407 us). Outputs equal the stock bf16 matmul's to bf16 rounding (at one row
+the stock gemv sums in another order, so a few outputs differ in their last bit).
 
 One row (plain decoding's every step) is another matter, and depends on the CPU: on the project's AMD EPYC
 (AVX2) the stock path decodes SmolLM2-135M at 130 ms per token and the packed one at 155 ms, while on the CPU
@@ -78,7 +79,8 @@ def one_row_stock() -> bool:
 
 
 def _one_row(x: torch.Tensor) -> bool:
-    """A one-row fp32 matmul where the probe found the stock path faster (bf16 packed is faster at one row too)."""
+    """A one-row fp32 matmul where the probe found the stock path faster (the probe times fp32 only; bf16 packed
+    was faster at one row too on the AMX machine above)."""
     return _ONE_ROW["stock"] and x.dtype == torch.float32 and x.numel() == x.shape[-1]
 
 
@@ -116,7 +118,7 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
 def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
     """A packed copy of one CPU weight [d_out, d_in] (fp32, or bf16 where packable), or None where packing does
     not apply."""
-    if (os.environ.get("GUMIHO_CPU_KERNELS", "1") == "0" or not available() or weight.device.type != "cpu"
+    if (os.environ.get("GUMIHO_CPU_KERNELS", "1") == "0" or not available() or weight.device != HOST
             or not packable(weight.dtype) or weight.numel() * weight.element_size() > MAX_PACKED_BYTES):
         return None
     try:

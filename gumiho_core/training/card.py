@@ -15,8 +15,9 @@ from .workspace import TRAIN_PROMPTS_HAND, TRAIN_PROMPTS_MADE, corpus_dir_for, r
 HEADS = ["serial"] + [f"mlp{m}" for m in range(1, 6)]
 TAU_GOAL = 3.5
 STEPS = "steps.json"  # in a run folder: the step curve
-ROLLOUT_WORDS = {"teacher-forced": "teacher-forced", "as-drafted": "as drafting runs them (serial step 2 and the MLP "
-                 "heads read the drafter's own outputs)"}
+ROLLOUT_WORDS = {"teacher-forced": "built from the target's true features (the paper's)",
+                 "as-drafted": "as drafting runs them (serial step 2 and the MLP heads read the drafter's own outputs)"}
+TOP1_KEYS = ["val_serial_top1", "val_serial2_top1"] + [f"val_mlp{m}_top1" for m in range(1, 6)]  # history's
 
 
 def answer_tokens(trainer) -> int:
@@ -138,9 +139,9 @@ def _training(f: Facts) -> list[str]:
     cfg, last = f.train_config, f.history[-1]
     hours = sum(h["seconds"] for h in f.history) / 3600
     top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS + ["serial2"] if f"val_{h}_top1" in last)
-    rollout = cfg.get("rollout", "teacher-forced")
+    rollout, below = cfg.get("rollout", "teacher-forced"), " (see below)" if f.objectives else ""
     return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
-            f"parallel MLP heads). Objective `{cfg['objective']}`{' (see below)' if f.objectives else ''}. {last['epoch']} epochs, "
+            f"parallel MLP heads). Objective `{cfg['objective']}`{below}. {last['epoch']} epochs, "
             f"{last['step']} optimizer steps of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
             f"(warm-up: {cfg['warmup_steps']} steps or a tenth of the run if fewer; linear decay), grad clip "
             f"{cfg['grad_clip']}, {cfg['precision']} matmuls on "
@@ -231,12 +232,8 @@ def plot_steps(points: list[dict], history: list[dict], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    steps = [h["step"] for h in history]
-    for key in ["val_serial_top1", "val_serial2_top1"] + [f"val_mlp{m}_top1" for m in range(1, 6)]:
-        if key in history[0]:
-            a.plot(steps, [h.get(key, float("nan")) for h in history], marker=".", label=key[4:-5])
-    a.set_xlabel("optimizer step"), a.set_ylabel("top-1 agreement with the target")
-    a.set_title("held-out conversations, at each epoch's end"), a.legend(fontsize=7)
+    _plot_top1(a, [h["step"] for h in history], history)
+    a.set_xlabel("optimizer step"), a.set_title("held-out conversations, at each epoch's end")
     for m in ("gumiho", "serial"):
         b.plot([p["step"] for p in points], [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
     b.set_xlabel("optimizer step"), b.set_ylabel("tokens per target pass")
@@ -284,12 +281,17 @@ def plot_history(history: list[dict], path: str | Path) -> Path:
         if key in history[0]:
             a.plot(epochs, [h[key] for h in history], marker="o", label=label)
     a.set_xlabel("epoch"), a.set_ylabel("loss"), a.set_title("Gumiho objective"), a.legend()
-    for key in ["val_serial_top1"] + [f"val_mlp{m}_top1" for m in range(1, 6)]:
-        if key in history[0]:
-            b.plot(epochs, [h[key] for h in history], marker=".", label=key[4:].replace("_top1", ""))
-    b.set_xlabel("epoch"), b.set_ylabel("top-1 agreement with target"), b.set_title("held-out, teacher-forced")
-    b.legend(fontsize=7)
+    _plot_top1(b, epochs, history)
+    b.set_xlabel("epoch"), b.set_title("held-out, the heads' inputs made as in training")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
+
+
+def _plot_top1(ax, xs: list, history: list[dict]) -> None:
+    """Each head's held-out top-1 agreement along the history rows, one line per head the history has."""
+    for key in TOP1_KEYS:
+        if key in history[0]:
+            ax.plot(xs, [h.get(key, float("nan")) for h in history], marker=".", label=key[4:-5])
+    ax.set_ylabel("top-1 agreement with the target"), ax.legend(fontsize=7)

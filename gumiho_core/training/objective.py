@@ -105,12 +105,12 @@ class SoftCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z: torch.Tensor, target: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        N, wide = z.shape[0], torch.promote_types(z.dtype, torch.float32)  # bf16 logits are summed in fp32
-        lse, nll = z.new_empty(N, dtype=wide), z.new_empty(N, dtype=wide)
-        for a in range(0, N, CE_ROWS):
-            zc = z[a:a + CE_ROWS].to(wide)  # [n, V]
-            lse[a:a + CE_ROWS] = torch.logsumexp(zc, -1)
-            nll[a:a + CE_ROWS] = lse[a:a + CE_ROWS] - (target[rows[a:a + CE_ROWS]] * zc).sum(-1)
+        wide = torch.promote_types(z.dtype, torch.float32)  # bf16 logits are summed in fp32
+        lse, nll = z.new_empty(z.shape[0], dtype=wide), z.new_empty(z.shape[0], dtype=wide)
+        for zc, rc, lc, nc in zip(*(t.split(CE_ROWS) for t in (z, rows, lse, nll))):
+            zc = zc.to(wide)  # [n, V]
+            lc.copy_(torch.logsumexp(zc, -1))
+            nc.copy_(lc - (target[rc] * zc).sum(-1))
         ctx.save_for_backward(z, target, rows, lse)
         return nll
 
@@ -118,9 +118,9 @@ class SoftCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         z, target, rows, lse = ctx.saved_tensors
         dz = torch.empty_like(z)
-        for a in range(0, z.shape[0], CE_ROWS):
-            q = (z[a:a + CE_ROWS].to(lse.dtype) - lse[a:a + CE_ROWS, None]).exp_()  # softmax(z) [n, V]
-            dz[a:a + CE_ROWS] = (q - target[rows[a:a + CE_ROWS]]) * grad[a:a + CE_ROWS, None]
+        for zc, rc, lc, gc, dc in zip(*(t.split(CE_ROWS) for t in (z, rows, lse, grad, dz))):
+            q = (zc.to(lc.dtype) - lc[:, None]).exp_()  # softmax(z) [n, V]
+            dc.copy_((q - target[rc]) * gc[:, None])
         return dz, None, None
 
 

@@ -99,12 +99,20 @@ def spread(rows: list, n: int) -> list:
     return [rows[i * len(rows) // n] for i in range(n)]
 
 
+def evaluation_prompts(args) -> list[dict]:
+    return spread(read_jsonl(args.eval_prompts, required=("prompt",)), args.eval_n)
+
+
+def evaluate_draft(target, draft: str, prompts: list[dict], max_new_tokens: int) -> dict:
+    """The report on one set of heads (a folder, file or hub id): evaluate_heads and where the heads came from."""
+    return {"draft": draft, **evaluate_heads(target, load_drafter(draft, target), prompts, max_new_tokens)}
+
+
 def evaluate_run(args, target, run: str) -> dict:
     """The heads of a run folder (or --draft) evaluated; the report is kept beside them."""
     draft = args.draft if args.draft != "default" else str(trained_heads(args) if run == args.run
                                                             else run_dir(args, run) / "drafter")
-    prompts = spread(read_jsonl(args.eval_prompts, required=("prompt",)), args.eval_n)
-    report = {"draft": draft, **evaluate_heads(target, load_drafter(draft, target), prompts, args.eval_tokens)}
+    report = evaluate_draft(target, draft, evaluation_prompts(args), args.eval_tokens)
     out = Path(args.eval_out) if args.eval_out else run_dir(args, run) / "evaluation.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
@@ -132,14 +140,13 @@ def cmd_steps(args, models) -> None:
     heads = kept_heads(run)
     if not heads:
         raise GumihoError(f"no heads in {run}; train with --keep-steps first")
-    prompts = spread(read_jsonl(args.eval_prompts, required=("prompt",)), args.eval_n)
+    prompts = evaluation_prompts(args)
     points = []
     for step, folder in heads:
         report = card.read_json(folder / "evaluation.json")
         if not report or (report["prompts"], report["max_new_tokens"]) != (len(prompts), args.eval_tokens):
             log.info("step %d: evaluating %s", step, folder)
-            report = {"draft": str(folder), **evaluate_heads(target, load_drafter(str(folder), target), prompts,
-                                                            args.eval_tokens)}
+            report = evaluate_draft(target, str(folder), prompts, args.eval_tokens)
             (folder / "evaluation.json").write_text(json.dumps(report, indent=1))
         points.append(card.step_point(step, report))
     (run / card.STEPS).write_text(json.dumps(points, indent=1))
