@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from .config import DrafterConfig
-from .drafter import DRAFT_VOCAB_FILE, GumihoDrafter, load_state, read_draft_vocab
+from .drafter import GumihoDrafter, load_state
+from .drafter_files import read_heads
 from .errors import GumihoError
 from .target import SharedWeights, Target
 
@@ -198,26 +199,6 @@ def untrained_drafter(target: Target, seed: int = 0, **overrides) -> GumihoDraft
     return GumihoDrafter(cfg, target.shared_weights()).to(target.device, drafter_dtype(target)).eval()
 
 
-def _safetensors_state(path: Path) -> dict:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    try:
-        return load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise GumihoError(f"{path}: not a readable safetensors file ({e})") from None
-
-
-def _torch_state(path: Path) -> dict:
-    try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises many types for a bad pickle; all mean the same to a user
-        raise GumihoError(f"{path}: not a readable PyTorch checkpoint ({type(e).__name__})") from None
-    if not isinstance(state, dict):
-        raise GumihoError(f"{path}: holds a {type(state).__name__}, not a state dict")
-    return state
-
-
 def load_drafter(spec: str, target: Target) -> GumihoDrafter:
     """A drafter for `target` from:
     "default"    the trained heads under assets/ (for the default target), else an untrained drafter;
@@ -229,48 +210,28 @@ def load_drafter(spec: str, target: Target) -> GumihoDrafter:
     spec = str(spec)
     if spec == UNTRAINED:
         return untrained_drafter(target)
-    if spec == DEFAULT:
-        if target.name == DEFAULT_TARGET_NAME and (DEFAULT_DRAFTER / "config.json").is_file():
-            return load_drafter(str(DEFAULT_DRAFTER), target)
+    if spec == DEFAULT and not _has_default_heads(target):
         log.warning("no trained drafter for %s: using untrained heads (exact, but little speedup)", target.name)
         return untrained_drafter(target)
-    path = Path(spec).expanduser()
-    if not path.exists():
-        if _looks_like_path(spec):
-            raise GumihoError(f"drafter path {spec!r} does not exist")
-        path = _download_official(spec)
-    return _load_drafter_path(path, target)
+    cfg, state, source = read_drafter(spec, target)
+    return _build(cfg, state, target, source)
 
 
-def _looks_like_path(spec: str) -> bool:
-    """Hub ids are owner/name; anything else with a slash, or a leading . ~ /, is meant as a path."""
-    return spec.startswith((".", "~", "/")) or spec.count("/") != 1 or spec.endswith((".bin", ".safetensors"))
+def _has_default_heads(target: Target) -> bool:
+    return target.name == DEFAULT_TARGET_NAME and (DEFAULT_DRAFTER / "config.json").is_file()
 
 
-def _load_drafter_path(path: Path, target: Target) -> GumihoDrafter:
-    import json
-
-    if path.is_dir():
-        if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
-            try:
-                meta = json.loads((path / "config.json").read_text())
-                cfg = DrafterConfig(**meta["config"])
-            except (ValueError, KeyError, TypeError) as e:
-                raise GumihoError(f"{path / 'config.json'}: not a gumiho_core drafter config ({e})") from None
-            state = _safetensors_state(path / "model.safetensors")
-            return _build(cfg, state, target, str(path))
-        for name in ("pytorch_model.bin", "model.safetensors"):
-            if (path / name).is_file():
-                return _load_drafter_path(path / name, target)
-        raise GumihoError(f"drafter folder {path} has neither config.json + model.safetensors (ours) "
-                          "nor pytorch_model.bin (official layout)")
-    state = _safetensors_state(path) if path.suffix == ".safetensors" else _torch_state(path)
-    vocab_file = path.parent / DRAFT_VOCAB_FILE  # heads with a reduced vocabulary, exported (training/export.py)
-    if vocab_file.is_file() and "draft_vocab" not in state:
-        state["draft_vocab"] = read_draft_vocab(vocab_file, target.vocab_size)
-    heads = {int(k.split(".")[1]) for k in state if k.startswith("mlp.") and k.split(".")[1].isdigit()}
-    cfg = DrafterConfig.from_target(target.config, mlp_heads=len(heads))
-    return _build(cfg, state, target, str(path))
+def read_drafter(spec: str, target: Target) -> tuple[DrafterConfig, dict[str, torch.Tensor], str]:
+    """The config and the weights as stored (their own dtype) of the trained heads `spec` names: "default" (the
+    heads under assets/), a folder, a file or a hub id, as load_drafter takes them; and where they came from."""
+    spec = str(spec)
+    if spec == DEFAULT:
+        if not _has_default_heads(target):
+            raise GumihoError(f"no trained heads ship for {target.name}; name a drafter folder or file")
+        spec = str(DEFAULT_DRAFTER)
+    if spec == UNTRAINED:
+        raise GumihoError("'untrained' names random heads, not trained ones; name a drafter folder or file")
+    return read_heads(spec, target)
 
 
 def _build(cfg: DrafterConfig, state: dict, target: Target, source: str) -> GumihoDrafter:
@@ -289,11 +250,3 @@ def _build(cfg: DrafterConfig, state: dict, target: Target, source: str) -> Gumi
     return drafter.to(target.device, dtype).eval()
 
 
-def _download_official(repo_id: str) -> Path:
-    try:
-        from huggingface_hub import hf_hub_download
-
-        return Path(hf_hub_download(repo_id, "pytorch_model.bin"))
-    except Exception as e:  # offline, unknown id, gated: the user needs the same advice
-        raise GumihoError(f"drafter {repo_id!r} is neither a local path nor reachable on the hub "
-                          f"({type(e).__name__}); give a local folder or check the name and network") from None

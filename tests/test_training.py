@@ -272,3 +272,34 @@ def test_soft_cross_entropy_equals_the_log_softmax_formula_and_its_gradient():
     half = SoftCrossEntropy.apply(z.detach().bfloat16(), target.float(), rows)  # bf16 logits: summed in fp32
     assert half.dtype == torch.float32
     torch.testing.assert_close(half.double(), want.detach(), rtol=2e-2, atol=2e-2)
+
+
+def test_a_run_can_start_from_trained_heads(target, features, tmp_path):
+    """--init-from: the new run's weights at step 0 are the saved heads' (their draft vocabulary too); it trains on
+    with its own schedule, resumes like any run, and a bad or untrained source is named."""
+    from safetensors.torch import load_file
+
+    base = TrainConfig(steps=6, tokens_per_step=384, micro_tokens=256, warmup_steps=2, draft_vocab=20, holdout=0.1,
+                       precision="fp32")
+    Trainer(target, features, base, tmp_path / "first").run()
+    heads = tmp_path / "first" / "drafter"
+    cfg = TrainConfig(**{**base.__dict__, "draft_vocab": 0, "init_from": str(heads)})
+    warm = Trainer(target, features, cfg, tmp_path / "warm")
+    saved = load_file(str(heads / "model.safetensors"))
+    assert warm.step == 0 and torch.equal(warm.drafter.shared.vocab_map, saved["draft_vocab"])
+    own = {k: v for k, v in warm.drafter.state_dict().items() if not k.startswith("rotary.")}
+    assert own.keys() == set(saved) - {"draft_vocab"}
+    for k, v in own.items():
+        assert v.dtype == torch.float32 and torch.equal(v, saved[k].float()), k
+    fresh = Trainer(target, features, TrainConfig(**{**base.__dict__, "seed": 0}), tmp_path / "fresh")
+    assert warm.validate()["val_loss"] < fresh.validate()["val_loss"]
+    warm.run(until=3)
+    again = Trainer(target, features, cfg, tmp_path / "warm")
+    assert again.step == 3
+    again.run()
+    assert again.step == 6
+    with pytest.raises(GumihoError, match="does not exist"):
+        Trainer(target, features, TrainConfig(**{**cfg.__dict__, "init_from": str(tmp_path / "nowhere")}),
+                tmp_path / "bad")
+    with pytest.raises(GumihoError, match="not trained ones"):
+        Trainer(target, features, TrainConfig(**{**cfg.__dict__, "init_from": "untrained"}), tmp_path / "bad2")

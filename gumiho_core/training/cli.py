@@ -66,6 +66,8 @@ def train_args(p: argparse.ArgumentParser) -> None:
                    help="a resumable checkpoint at least this often, inside an epoch too")
     t.add_argument("--keep-steps", default="", help="comma-separated steps after which the heads are also kept "
                    "(<run>/drafter-step<N>/), for a step curve")
+    t.add_argument("--init-from", default="", help="start from these trained heads (a drafter folder or file) "
+                   "instead of random weights; the run has its own schedule and a fresh optimizer")
     t.add_argument("--run", default="run", help="folder under --workdir for this training run's checkpoints")
     t.add_argument("--data-fraction", type=float, default=1.0,
                    help="train on this share of the corpus's prompts (nested subsets)")

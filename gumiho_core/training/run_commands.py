@@ -59,7 +59,7 @@ def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
                       micro_tokens=args.micro_tokens,
                       draft_vocab=args.draft_vocab, seed=args.seed, precision=train_precision(args),
                       objective=args.objective, rollout=args.rollout, checkpoint_minutes=args.checkpoint_minutes,
-                      keep_steps=keep)
+                      keep_steps=keep, init_from=args.init_from)
     share, folder = args.data_fraction if fraction is None else fraction, run_dir(args, run)
     trainer = Trainer(target, training_sequences(args, target, share), cfg, folder)
     folder.mkdir(parents=True, exist_ok=True)

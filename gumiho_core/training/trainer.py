@@ -13,7 +13,7 @@ import torch
 from tqdm import tqdm
 
 from .data import Sequence, split
-from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, save_drafter
+from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, load_state, save_drafter
 from ..errors import GumihoError
 from .checkpoint import EpochProgress, load_checkpoint, save_checkpoint
 from .objective import OBJECTIVES, LossWeights, collate, gumiho_loss, uniform_noise
@@ -52,6 +52,9 @@ class TrainConfig:
     checkpoint_minutes: float = 10.0  # a resumable checkpoint at least this often, inside an epoch too
     checkpoint_steps: int = 0  # ... and every this many optimizer steps (0: by time only)
     keep_steps: tuple[int, ...] = ()  # also keep the heads as they were after these steps: drafter-step<N>/
+    # Heads to start from instead of random weights (a drafter folder or file, as `--draft` takes): a run that goes
+    # on where shipped heads stopped, with its own schedule and a fresh optimizer. "" = random weights.
+    init_from: str = ""
 
     def __post_init__(self):
         for name in ("epochs", "tokens_per_step", "micro_tokens"):
@@ -110,6 +113,23 @@ def new_drafter(target: Target, vocab_map: torch.Tensor | None, cfg: TrainConfig
     return drafter.float().train()
 
 
+def warm_drafter(target: Target, cfg: TrainConfig) -> GumihoDrafter:
+    """A drafter to train from the trained heads at cfg.init_from: their weights as stored, their draft vocabulary."""
+    from ..models import read_drafter
+
+    heads_cfg, state, source = read_drafter(cfg.init_from, target)
+    vocab = state.get("draft_vocab")
+    if vocab is not None and (vocab.ndim != 1 or not len(vocab) or int(vocab.min()) < 0
+                              or int(vocab.max()) >= target.vocab_size):
+        raise GumihoError(f"{source}: its draft_vocab is not a list of this target's token ids")
+    drafter = new_drafter(target, None if vocab is None else vocab.long(), cfg)
+    if heads_cfg != drafter.cfg:
+        raise GumihoError(f"{source}: heads of another shape ({heads_cfg}); this target's are {drafter.cfg}")
+    load_state(drafter, {k: v.float() for k, v in state.items()}, source)
+    log.info("starting from the heads in %s (draft vocabulary %d)", source, drafter.draft_vocab_size)
+    return drafter.float().train()
+
+
 class Trainer:
     """One training run in a folder: resumes from its latest checkpoint (mid-epoch too) and stops at the end of
     its schedule, `cfg.steps` optimizer steps if set, else `cfg.epochs` epochs."""
@@ -123,6 +143,9 @@ class Trainer:
         self.progress = EpochProgress()
         if (self.out / "latest.pt").is_file():
             self._resume(self.out / "latest.pt")
+        elif cfg.init_from:
+            self.drafter = warm_drafter(target, cfg)
+            self.opt = self._optimizer()
         else:
             vocab = choose_draft_vocab(self.train_seqs, cfg.draft_vocab, target)
             self.drafter = new_drafter(target, vocab, cfg)
