@@ -17,14 +17,14 @@ def read_heads(spec: str, target: Target) -> tuple[DrafterConfig, dict[str, torc
     """The config, the weights in their stored dtype, and the source of the heads at a path or hub id."""
     path = Path(spec).expanduser()
     if not path.exists():
-        if _looks_like_path(spec):
+        if looks_like_path(spec):
             raise GumihoError(f"drafter path {spec!r} does not exist")
         path = _download_official(spec)
     return (*_read_path(path, target), str(path))
 
 
-def _looks_like_path(spec: str) -> bool:
-    """Hub ids are owner/name; anything else with a slash, or a leading . ~ /, is meant as a path."""
+def looks_like_path(spec: str) -> bool:
+    """Hub ids are owner/name; anything else with a slash, or a leading . ~ /, is meant as a path (targets too)."""
     return spec.startswith((".", "~", "/")) or spec.count("/") != 1 or spec.endswith((".bin", ".safetensors"))
 
 

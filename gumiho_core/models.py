@@ -17,7 +17,7 @@ import torch
 
 from .config import DrafterConfig
 from .drafter import GumihoDrafter, load_state
-from .drafter_files import read_heads
+from .drafter_files import looks_like_path, read_heads
 from .errors import GumihoError
 from .target import SharedWeights, Target
 
@@ -143,7 +143,7 @@ def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code:
     spec = str(spec)
     if spec == DEFAULT:
         path, name = _default_source()
-    elif not Path(spec).expanduser().exists() and _looks_like_path(spec):
+    elif not Path(spec).expanduser().exists() and looks_like_path(spec):
         raise GumihoError(f"target path {spec!r} does not exist")
     elif Path(spec).expanduser().exists():
         path, name = str(Path(spec).expanduser()), Path(spec).name
