@@ -81,6 +81,32 @@ def test_the_step_curve_finds_every_kept_checkpoint(tmp_path):
                                     (1400, tmp_path / "drafter")]
 
 
+def test_a_run_started_from_heads_has_them_as_step_0(tmp_path):
+    """train --init-from: the step curve starts at the heads the run began from; their evaluation is kept in the
+    run folder, never written beside them (they may be assets/); the card and its training line say so."""
+    import json
+    from gumiho_core.training.run_commands import kept_heads, step_report_file
+    start, run = tmp_path / "shipped", tmp_path / "run"
+    for folder, meta in ((start, {"steps": 1400}), (run / "drafter-step275", {"steps": 275}),
+                         (run / "drafter", {"steps": 550, "train_config": {"init_from": str(start)}})):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(meta))
+    heads = kept_heads(run)
+    assert heads == [(0, start), (275, run / "drafter-step275"), (550, run / "drafter")]
+    assert [step_report_file(run, s, f) for s, f in heads] == [
+        run / "evaluation-step0.json", run / "drafter-step275" / "evaluation.json", run / "drafter" / "evaluation.json"]
+    points = [card.step_point(0, _eval(2.6, 2.7)), card.step_point(550, _eval(2.8, 2.9))]
+    facts = _facts({}, None)
+    facts = card.Facts(**{**facts.__dict__, "steps": points,
+                          "train_config": {**facts.train_config, "init_from": str(start)}})
+    text = card.model_card(facts)
+    assert f"Step 0: the heads it started from (`{start}`)." in text and "| 0 | 2.60 | 2.70 |" in text
+    assert f"starting from the trained heads in `{start}`" in text
+    assert "Step 0:" not in card.model_card(card.Facts(**{**_facts({}, None).__dict__, "steps": points}))
+    (start / "config.json").unlink()  # the heads it began from are gone: no step 0
+    assert kept_heads(run)[0][0] == 275
+
+
 def test_card_says_whether_the_data_curve_held_the_steps_fixed():
     fixed = card.model_card(_facts({}, [_point(0.25, 1000, 2.0, epochs=8, steps=1400),
                                         _point(1, 4000, 2.4, epochs=2, steps=1400)]))

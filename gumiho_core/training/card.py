@@ -209,7 +209,7 @@ def step_point(step: int, report: dict) -> dict:
 def _steps(f: Facts) -> list[str]:
     if not f.steps:
         return []
-    first = f.steps[0]
+    first, start = f.steps[0], f.train_config.get("init_from")
     rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
             f"{_rate(p['gumiho'], 2)} | {_rate(p['serial'], 2)} |" for p in f.steps]
     best = max(f.steps, key=lambda p: p["gumiho"]["mean_accept_len"])
@@ -217,7 +217,8 @@ def _steps(f: Facts) -> list[str]:
             f"The heads kept along the one run (`train --keep-steps`), each decoded on {first['prompts']} held-out "
             f"prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 (`python -m gumiho_core.train "
             "steps`); the left plot is each head's held-out top-1 at each epoch's end. The rate schedule was fixed "
-            "for the whole run, so an early point is a model still at a high learning rate, not a shorter run.", "",
+            "for the whole run, so an early point is a model still at a high learning rate, not a shorter run."
+            + (f" Step 0: the heads it started from (`{start}`)." if first["step"] == 0 and start else ""), "",
             "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
             f"Highest gumiho tau at step {best['step']:,}.", ""]
 

@@ -124,13 +124,23 @@ def cmd_evaluate(args, models) -> None:
 
 
 def kept_heads(run: Path) -> list[tuple[int, Path]]:
-    """(step, folder) of the heads a run kept along the way and of its latest heads, by step."""
+    """(step, folder) of the heads a run kept along the way and of its latest heads, by step; step 0 is the heads
+    it started from (train --init-from), where that folder is still there."""
     found = {}
+    start = ((card.read_json(run / "drafter" / "config.json") or {}).get("train_config") or {}).get("init_from")
+    if start and (Path(start).expanduser() / "config.json").is_file():
+        found[0] = Path(start).expanduser()
     for folder in [*run.glob("drafter-step*"), run / "drafter"]:
         meta = card.read_json(folder / "config.json")
         if meta and "steps" in meta:
             found[int(meta["steps"])] = folder
     return sorted(found.items())
+
+
+def step_report_file(run: Path, step: int, folder: Path) -> Path:
+    """Where a step point's evaluation is kept: beside the heads of the run, in the run for the heads it began from
+    (never written into another folder, such as assets/)."""
+    return folder / "evaluation.json" if folder.parent == run else run / f"evaluation-step{step}.json"
 
 
 def cmd_steps(args, models) -> None:
@@ -143,11 +153,12 @@ def cmd_steps(args, models) -> None:
     prompts = evaluation_prompts(args)
     points = []
     for step, folder in heads:
-        report = card.read_json(folder / "evaluation.json")
+        keep = step_report_file(run, step, folder)
+        report = card.read_json(keep)
         if not report or (report["prompts"], report["max_new_tokens"]) != (len(prompts), args.eval_tokens):
             log.info("step %d: evaluating %s", step, folder)
             report = evaluate_draft(target, str(folder), prompts, args.eval_tokens)
-            (folder / "evaluation.json").write_text(json.dumps(report, indent=1))
+            keep.write_text(json.dumps(report, indent=1))
         points.append(card.step_point(step, report))
     (run / card.STEPS).write_text(json.dumps(points, indent=1))
     history = card.read_json(run / "history.json") or []
