@@ -140,8 +140,8 @@ def _training(f: Facts) -> list[str]:
     hours = sum(h["seconds"] for h in f.history) / 3600
     top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS + ["serial2"] if f"val_{h}_top1" in last)
     rollout, below = cfg.get("rollout", "teacher-forced"), " (see below)" if f.objectives else ""
-    start = f", starting from the trained heads in `{cfg['init_from']}` (a fresh optimizer and schedule; the steps " \
-        "and hours here are this run's alone)" if cfg.get("init_from") else ""
+    start = f", starting from the trained heads `{Path(cfg['init_from']).name}` (a fresh optimizer and schedule; the " \
+        "steps and hours here are this run's alone)" if cfg.get("init_from") else ""
     return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
             f"parallel MLP heads). Objective `{cfg['objective']}`{below}. {last['epoch']} epochs, "
             f"{last['step']} optimizer steps of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
@@ -209,7 +209,7 @@ def step_point(step: int, report: dict) -> dict:
 def _steps(f: Facts) -> list[str]:
     if not f.steps:
         return []
-    first, start = f.steps[0], f.train_config.get("init_from")
+    first, start = f.steps[0], Path(f.train_config.get("init_from") or "").name
     rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
             f"{_rate(p['gumiho'], 2)} | {_rate(p['serial'], 2)} |" for p in f.steps]
     best = max(f.steps, key=lambda p: p["gumiho"]["mean_accept_len"])
