@@ -250,7 +250,12 @@ def read_draft_vocab(file: str | Path, vocab_size: int) -> torch.Tensor:
         raise GumihoError(f"{file}: not a draft vocabulary file ({type(e).__name__}: {e})") from None
     if written_for != vocab_size:
         raise GumihoError(f"{file}: written for a vocabulary of {written_for}, the target has {vocab_size}")
+    return check_draft_vocab(ids, vocab_size, f"{file}: draft_to_target")
+
+
+def check_draft_vocab(ids: torch.Tensor, vocab_size: int, what: str) -> torch.Tensor:
+    """ids [V'] as long, if they are distinct target ids in [0, vocab_size); else an error naming `what`."""
     if ids.ndim != 1 or not len(ids) or int(ids.min()) < 0 or int(ids.max()) >= vocab_size \
             or len(ids.unique()) != len(ids):
-        raise GumihoError(f"{file}: draft_to_target must list distinct target ids in [0, {vocab_size})")
-    return ids
+        raise GumihoError(f"{what} must list distinct target ids in [0, {vocab_size})")
+    return ids.long()

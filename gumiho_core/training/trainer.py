@@ -13,7 +13,7 @@ import torch
 from tqdm import tqdm
 
 from .data import Sequence, split
-from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, load_state, save_drafter
+from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, check_draft_vocab, load_state, save_drafter
 from ..errors import GumihoError
 from .checkpoint import EpochProgress, load_checkpoint, save_checkpoint
 from .objective import OBJECTIVES, LossWeights, collate, gumiho_loss, uniform_noise
@@ -119,15 +119,13 @@ def warm_drafter(target: Target, cfg: TrainConfig) -> GumihoDrafter:
 
     heads_cfg, state, source = read_drafter(cfg.init_from, target)
     vocab = state.get("draft_vocab")
-    if vocab is not None and (vocab.ndim != 1 or not len(vocab) or int(vocab.min()) < 0
-                              or int(vocab.max()) >= target.vocab_size):
-        raise GumihoError(f"{source}: its draft_vocab is not a list of this target's token ids")
-    drafter = new_drafter(target, None if vocab is None else vocab.long(), cfg)
+    vocab = None if vocab is None else check_draft_vocab(vocab, target.vocab_size, f"{source}: draft_vocab")
+    drafter = new_drafter(target, vocab, cfg)
     if heads_cfg != drafter.cfg:
         raise GumihoError(f"{source}: heads of another shape ({heads_cfg}); this target's are {drafter.cfg}")
-    load_state(drafter, {k: v.float() for k, v in state.items()}, source)
+    load_state(drafter, state, source)  # copied into the fp32 parameters
     log.info("starting from the heads in %s (draft vocabulary %d)", source, drafter.draft_vocab_size)
-    return drafter.float().train()
+    return drafter
 
 
 class Trainer:
