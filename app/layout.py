@@ -14,6 +14,7 @@ from .render.race import race_html
 from .render.sampling import sampling_html
 from .render.status import auto_note, model_line, status_html
 from .render.text_view import output_html
+from .render.waiting import waiting_figure
 from .render.whatif import whatif_html
 from .settings import AUTO, TREE_FIELDS, Form, preset_choices
 from .stages import COMMITTED
@@ -116,15 +117,17 @@ def _files() -> dict:
 
 def _charts() -> dict:
     """The race across the page, then where the time goes and the what-if, then the run's own curves."""
-    race = gr.Plot(label="race", elem_id="race")
+    race = gr.Plot(waiting_figure("race"), label="race", elem_id="race")
     race_note = gr.HTML(race_html(None, -1), elem_id="race-note")
-    timing = gr.Plot(label="time per step", elem_id="timing")
-    whatif = gr.Plot(label="what-if", elem_id="whatif")
+    timing = gr.Plot(waiting_figure("timing"), label="time per step", elem_id="timing")
+    whatif = gr.Plot(waiting_figure("whatif"), label="what-if", elem_id="whatif")
     whatif_note = gr.HTML(whatif_html(None, -1), elem_id="whatif-note")
     with gr.Row():
-        speed, speedup = gr.Plot(label="speed", elem_id="speed"), gr.Plot(label="speedup", elem_id="speedup")
+        speed = gr.Plot(waiting_figure("speed"), label="speed", elem_id="speed")
+        speedup = gr.Plot(waiting_figure("speedup"), label="speedup", elem_id="speedup")
     with gr.Row():
-        accept, depth = gr.Plot(label="tokens per step", elem_id="accept"), gr.Plot(label="depth", elem_id="depth")
+        accept = gr.Plot(waiting_figure("accept"), label="tokens per step", elem_id="accept")
+        depth = gr.Plot(waiting_figure("depth"), label="depth", elem_id="depth")
     return dict(race=race, race_note=race_note, timing=timing, whatif=whatif, whatif_note=whatif_note, speed=speed,
                 speedup=speedup, accept=accept, depth=depth)
 

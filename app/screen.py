@@ -19,6 +19,7 @@ from .render.status import status_html
 from .render.text_view import legend_html, output_html, proposers_in
 from .render.timing import timing_figure
 from .render.tree_view import tree_svg
+from .render.waiting import WAITING, waiting_figure
 from .render.whatif import whatif_figure, whatif_html
 from .stages import COMMITTED
 from .player import Player
@@ -70,9 +71,8 @@ def _charts(view: View, user: Player, upto: int) -> dict:
     run = user.run
     notes = {view.race_note: race_html(run, upto), view.whatif_note: whatif_html(run, upto)}
     if upto < 0:
-        return {view.numbers: numbers_html(None), view.speed: None, view.speedup: None, view.accept: None,
-                view.depth: None, view.race: None, view.timing: None, view.whatif: None,
-                view.how: how_it_works_md(run, None), **notes}
+        waiting = {getattr(view, chart): waiting_figure(chart) for chart in WAITING}
+        return {view.numbers: numbers_html(None), **waiting, view.how: how_it_works_md(run, None), **notes}
     stats = run_stats(run, upto)
     speed, speedup, accept, depth = all_figures(run, upto)
     return {view.numbers: numbers_html(stats), view.speed: speed, view.speedup: speedup, view.accept: accept,

@@ -188,6 +188,11 @@ def mlp_nodes_in_some_step(page, steps: int = 12) -> None:
 
 
 def test_every_control_does_something(page):
+    # before any run, each chart is already drawn (the plotting library loads with the page, not at the first
+    # step or file) and says when it fills
+    for chart in ("race", "timing", "whatif", "speed", "speedup", "accept", "depth"):
+        expect(page.locator(f"#{chart} .js-plotly-plot")).to_have_count(1)
+        expect(page.locator(f"#{chart}")).to_contain_text("appears with the first step")
     page.get_by_text("Explain in three sentences why the sky is blue.").first.click()
     expect(page.locator("#prompt textarea")).to_have_value("Explain in three sentences why the sky is blue.")
     open_advanced(page)
