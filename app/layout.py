@@ -115,19 +115,21 @@ def _files() -> dict:
     return dict(files, load_note=gr.HTML("", elem_id="load-note"))
 
 
+def _chart(name: str, label: str) -> gr.Plot:
+    """A chart, drawn from the start with what it will show (see render/waiting.py)."""
+    return gr.Plot(waiting_figure(name), label=label, elem_id=name)
+
+
 def _charts() -> dict:
     """The race across the page, then where the time goes and the what-if, then the run's own curves."""
-    race = gr.Plot(waiting_figure("race"), label="race", elem_id="race")
+    race = _chart("race", "race")
     race_note = gr.HTML(race_html(None, -1), elem_id="race-note")
-    timing = gr.Plot(waiting_figure("timing"), label="time per step", elem_id="timing")
-    whatif = gr.Plot(waiting_figure("whatif"), label="what-if", elem_id="whatif")
+    timing, whatif = _chart("timing", "time per step"), _chart("whatif", "what-if")
     whatif_note = gr.HTML(whatif_html(None, -1), elem_id="whatif-note")
     with gr.Row():
-        speed = gr.Plot(waiting_figure("speed"), label="speed", elem_id="speed")
-        speedup = gr.Plot(waiting_figure("speedup"), label="speedup", elem_id="speedup")
+        speed, speedup = _chart("speed", "speed"), _chart("speedup", "speedup")
     with gr.Row():
-        accept = gr.Plot(waiting_figure("accept"), label="tokens per step", elem_id="accept")
-        depth = gr.Plot(waiting_figure("depth"), label="depth", elem_id="depth")
+        accept, depth = _chart("accept", "tokens per step"), _chart("depth", "depth")
     return dict(race=race, race_note=race_note, timing=timing, whatif=whatif, whatif_note=whatif_note, speed=speed,
                 speedup=speedup, accept=accept, depth=depth)
 

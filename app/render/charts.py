@@ -14,12 +14,13 @@ from .tree_view import legend_items
 
 PLAIN_COLOUR = "#7a7a7a"
 METHOD_COLOUR = {GUMIHO: "#D55E00", SERIAL: "#0072B2", AR: PLAIN_COLOUR}
-_FONT = dict(size=14, family="system-ui, sans-serif")
+FONT = dict(size=14, family="system-ui, sans-serif")
+HEIGHT = 300  # pixels, each of the four run charts
 
 
 def _figure(title: str, x: str, y: str) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(title=dict(text=title, font=dict(size=15)), template="plotly_white", font=_FONT, height=300,
+    fig.update_layout(title=dict(text=title, font=dict(size=15)), template="plotly_white", font=FONT, height=HEIGHT,
                       margin=dict(l=60, r=16, t=48, b=48), xaxis_title=x, yaxis_title=y,
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
     return fig

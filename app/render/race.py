@@ -15,6 +15,7 @@ from .lanes import Lane, lanes
 from .phases import PLAIN_STEP, PREFILL_PART, VERIFY, part_look, part_order
 
 LANE_NAMES = {"gumiho": "gumiho", "serial": "serial", AR: "plain"}
+HEIGHT = 350  # pixels
 LANE_HALF = 0.36  # half a lane's bar height, in lane units
 CSS = """
 .gm-race{font-size:15px;line-height:1.5;color:#111;padding:4px 8px}
@@ -60,7 +61,7 @@ def race_figure(run: Run, upto: int) -> go.Figure:
     fig = go.Figure()
     title = "Race on this machine: the same prompt, steps interleaved (compute seconds, animation excluded)"
     fig.update_layout(title=dict(text=title, font=dict(size=16)),
-                      template="plotly_white", font=dict(size=14, family="system-ui, sans-serif"), height=350,
+                      template="plotly_white", font=dict(size=14, family="system-ui, sans-serif"), height=HEIGHT,
                       margin=dict(l=150, r=20, t=84, b=10), barmode="overlay", bargap=0.3,
                       uniformtext=dict(minsize=10, mode="hide"),  # the time ruler on top, the legend under the lanes
                       legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0, font=dict(size=12)))

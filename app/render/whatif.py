@@ -70,12 +70,15 @@ def _empty(fig: go.Figure, why: str) -> go.Figure:
     return fig
 
 
+HEIGHT = 430  # pixels
+
+
 def whatif_figure(run: Run, upto: int) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=("tokens per step (bonus included)", "speedup over plain decoding"))
     fig.update_layout(title=dict(text="What-if: other tree sizes, other hardware — a PREDICTION from this run",
                                  font=dict(size=15)), template="plotly_white",
-                      font=dict(size=14, family="system-ui, sans-serif"), height=430,
+                      font=dict(size=14, family="system-ui, sans-serif"), height=HEIGHT,
                       margin=dict(l=60, r=16, t=78, b=96), legend=dict(orientation="h", yanchor="top", y=-0.3, x=0,
                                                                        font=dict(size=13)))
     fig.update_annotations(font=dict(size=14))
