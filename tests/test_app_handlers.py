@@ -111,6 +111,29 @@ def test_stop_ends_the_run_and_keeps_what_was_shown(app_view):
 
 
 @needs_default
+def test_stop_during_a_lane_step_is_never_overwritten_by_that_steps_picture(app_view):
+    """Stop's handler answers while the animation's lane-step still computes (cancelling waits for it); the
+    picture that lane-step would yield comes after Stop's, so it must not say the run is still running (CI saw
+    "Running ... catching up" stay on screen after Stop)."""
+    from app.handlers import on_stop
+
+    models, view = app_view
+    user, real, said = Player(), Player.advance, []
+
+    def advance(backend=None):  # the third tick is where the visitor presses Stop, while it computes
+        tick = real(user, backend)
+        if len(said) == 3 and user.live is not None:
+            said.append(on_stop(view, user)[view.status])
+        return tick
+
+    user.advance = advance
+    for frame in run_handler(models, view, user, max_new_tokens=30):
+        said.append(frame[view.status])
+    assert len(said) > 4 and "Stopped: showing step" in said[3]
+    assert all("Stopped: showing step" in line for line in said[3:]), said[3:]
+
+
+@needs_default
 @pytest.mark.parametrize("prompt,message", [("  ", "the prompt is empty"),
                                             ("sea " * 3000, "this app takes at most 2048")])
 def test_bad_prompts_fail_before_anything_changes(app_view, prompt, message):

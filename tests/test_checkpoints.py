@@ -100,3 +100,25 @@ def test_drafter_dtype_follows_the_device(target, monkeypatch):
     assert untrained_drafter(target).fc.weight.dtype == torch.bfloat16
     monkeypatch.delenv("GUMIHO_DRAFTER_DTYPE")
     assert drafter_dtype(target) in (torch.float32, torch.bfloat16)  # bf16 only where the CPU has it natively
+
+
+def _folder(path, weights: bytes):
+    path.mkdir()
+    (path / "config.json").write_text("{}")
+    (path / "model.safetensors").write_bytes(weights)
+    return path
+
+
+def test_a_conversion_finished_second_keeps_the_folder_another_process_put_in_place(tmp_path):
+    """Two processes converting the default model at once (the app and a CLI run on a fresh machine): the one
+    that finishes second must not delete the folder the first is reading (it did, and that one failed with
+    "could not load target 'default'"); a half folder left by an interrupted conversion is replaced."""
+    from gumiho_core.models import put_in_place
+
+    folder = _folder(tmp_path / "model", b"first")
+    reader = (folder / "model.safetensors").open("rb")
+    put_in_place(_folder(tmp_path / "mine", b"second"), folder)
+    assert (folder / "model.safetensors").read_bytes() == b"first" == reader.read()
+    (folder / "model.safetensors").unlink()  # a half folder
+    put_in_place(_folder(tmp_path / "again", b"third"), folder)
+    assert (folder / "model.safetensors").read_bytes() == b"third" and not (tmp_path / "again").exists()
