@@ -163,6 +163,25 @@ def test_split_holds_out_every_answer_of_a_prompt_together(features):
     assert split(seqs, 0.25, seed=1)[1] != val  # the seed picks another held-out set
 
 
+def test_every_share_of_a_data_curve_is_held_out_on_the_same_conversations(target, features, tmp_path):
+    """The share (--data-fraction, scaling) is taken from the training side after the split: before, a quarter
+    of the prompts was held out on a quarter of the held-out set, so the shares' held-out losses differed in
+    what they measured as well as in the data they trained on."""
+    from dataclasses import replace
+
+    from gumiho_core.training.corpus import prompt_key
+
+    seqs = [replace(s, group=prompt_key(f"prompt {i % 48}")) for i, s in enumerate(features)]
+    cfg = TrainConfig(epochs=1, tokens_per_step=512, micro_tokens=512, draft_vocab=0, holdout=0.25)
+    runs = {f: Trainer(target, seqs, cfg, tmp_path / str(f), share=f) for f in (0.25, 0.5, 1.0)}
+    held = [[s.group for s in r.val_seqs] for r in runs.values()]
+    assert held[0] == held[1] == held[2] and held[0]
+    kept = [{s.group for s in r.train_seqs} for r in runs.values()]
+    assert kept[0] < kept[1] < kept[2] and not kept[2] & set(held[0])  # nested, and never the held-out ones
+    with pytest.raises(GumihoError, match="no prompt keys"):
+        Trainer(target, features, cfg, tmp_path / "own", share=0.5)
+
+
 def test_learning_rate_decays_to_zero_by_the_last_step(target, features, tmp_path):
     from gumiho_core.training.trainer import lr_at
 

@@ -30,7 +30,9 @@ def scaling_point(fraction: float, data: dict, history: list, report: dict) -> d
     return {"fraction": fraction, "conversations": data["conversations"], "answer_tokens": data["answer_tokens"],
             "epochs": last["epoch"], "steps": last["step"],
             "val_top1": {h: round(last.get(f"val_{h}_top1", float("nan")), 4) for h in HEADS},
-            **{m: report[m] for m in ("gumiho", "serial")}, "eval_prompts": report["prompts"]}
+            "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),  # equal: not data-bound
+            **{m: report[m] for m in ("gumiho", "serial")}, "eval_prompts": report["prompts"],
+            "eval_tokens": report.get("max_new_tokens")}
 
 
 def tokens_for_tau(points: list[dict], tau: float = TAU_GOAL) -> float | None:
@@ -55,7 +57,7 @@ def plot_scaling(points: list[dict], path: Path) -> Path:
     for h in HEADS:
         a.plot(tokens, [p["val_top1"][h] for p in points], marker="o", label=h)
     a.set_xscale("log"), a.set_xlabel("answer tokens trained on"), a.set_ylabel("top-1 agreement with the target")
-    a.set_title("held-out, teacher-forced, per head"), a.legend(fontsize=7)
+    a.set_title("held-out, per head"), a.legend(fontsize=7)
     for m in ("gumiho", "serial"):
         b.plot(tokens, [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
     need = tokens_for_tau(points)
@@ -251,14 +253,17 @@ def _scaling(f: Facts) -> list[str]:
     if not f.scaling:
         return []
     need = tokens_for_tau(f.scaling)
-    rows = [f"| {p['fraction']:g} | {p['answer_tokens']:,} | {p['val_top1']['serial']:.3f} | "
+    rows = [f"| {p['fraction']:g} | {p['answer_tokens']:,} | {_loss(p.get('train_loss'))} | "
+            f"{_loss(p.get('val_loss'))} | {p['val_top1']['serial']:.3f} | "
             f"{p['val_top1']['mlp1']:.3f} | {p['gumiho']['mean_accept_len']:.2f} | "
             f"{p['serial']['mean_accept_len']:.2f} |" for p in f.scaling]
     guess = (f"A straight line through tau against log(tokens) reaches {TAU_GOAL} at about {need:,.0f} answer "
              "tokens: an extrapolation, not a measurement." if need else
              f"Tau does not rise with data here, so no amount is predicted to reach {TAU_GOAL}.")
     epochs, steps = sorted({p["epochs"] for p in f.scaling}), sorted({p["steps"] for p in f.scaling})
-    where = f"Held-out prompts: {f.scaling[0]['eval_prompts']} of `prompts/heldout.jsonl`, 128 new tokens each, T=0."
+    tokens = f.scaling[0].get("eval_tokens") or 128  # points made before they recorded it used 128
+    where = (f"Held-out prompts: {f.scaling[0]['eval_prompts']} of `prompts/heldout.jsonl`, {tokens} new tokens "
+             "each, T=0. A train loss below the held-out loss says the share is too small for the steps.")
     if len(steps) == 1:
         how = (f"Each share was trained for the same {steps[0]:,} optimizer steps (`scaling --steps`), so the curve "
                f"separates data from compute. {where}")
@@ -268,8 +273,12 @@ def _scaling(f: Facts) -> list[str]:
     else:
         how = "The shares were trained for differing numbers of epochs and steps."
     return ["## What more data brings", "", "![data scaling](scaling.png)", "", how, "",
-            "| share of prompts | answer tokens | serial top-1 | mlp1 top-1 | gumiho tau | serial tau |",
-            "|---|---|---|---|---|---|", *rows, "", guess, ""]
+            "| share of prompts | answer tokens | train loss | held-out loss | serial top-1 | mlp1 top-1 | gumiho tau "
+            "| serial tau |", "|---|---|---|---|---|---|---|---|", *rows, "", guess, ""]
+
+
+def _loss(value) -> str:
+    return f"{value:.3f}" if value is not None else "n/a"
 
 
 def plot_history(history: list[dict], path: str | Path) -> Path:

@@ -182,3 +182,14 @@ def load_corpus(corpus_dir: str | Path, features_dir: str | Path, hidden_size: i
 
 def _in_fraction(key: str, fraction: float) -> bool:
     return int(key[:8], 16) / 16 ** 8 < fraction
+
+
+def keep_share(seqs: list[Sequence], fraction: float) -> list[Sequence]:
+    """The conversations of a `fraction` of the prompts (nested, as load_corpus keeps them). Applied to the
+    training side after `split`, so every share of a data curve is measured on the same held-out conversations."""
+    if fraction >= 1:
+        return seqs
+    if not all(s.group[:8] and set(s.group[:8]) <= set("0123456789abcdef") for s in seqs):
+        raise GumihoError("--data-fraction takes a share of the corpus's prompts; these conversations have no "
+                          "prompt keys (your own --conversations): train on all of them")
+    return [s for s in seqs if _in_fraction(s.group, fraction)]

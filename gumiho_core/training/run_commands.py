@@ -27,11 +27,12 @@ log = logging.getLogger(__name__)
 SCALING = "scaling.json"
 
 
-def training_sequences(args, target, fraction: float):
-    """Your own conversations' features if --conversations, else the corpus (a share of its prompts)."""
+def training_sequences(args, target):
+    """Your own conversations' features if --conversations, else the whole corpus (a share of it is taken after
+    the held-out split: Trainer's `share`)."""
     if args.conversations:
         return load_features(workdir_for(args) / "features-own", target.config.hidden_size)
-    return load_corpus(corpus_dir_for(args), features_dir_for(args), target.config.hidden_size, fraction)
+    return load_corpus(corpus_dir_for(args), features_dir_for(args), target.config.hidden_size)
 
 
 def steps_list(text: str) -> tuple[int, ...]:
@@ -61,7 +62,7 @@ def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
                       objective=args.objective, rollout=args.rollout, checkpoint_minutes=args.checkpoint_minutes,
                       keep_steps=keep, init_from=args.init_from)
     share, folder = args.data_fraction if fraction is None else fraction, run_dir(args, run)
-    trainer = Trainer(target, training_sequences(args, target, share), cfg, folder)
+    trainer = Trainer(target, training_sequences(args, target), cfg, folder, share)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "data.json").write_text(json.dumps(
         {"fraction": share, "conversations": len(trainer.train_seqs), "answer_tokens": card.answer_tokens(trainer)}))

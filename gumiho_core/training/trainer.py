@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .data import Sequence, split
+from .data import Sequence, keep_share, split
 from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, check_draft_vocab, load_state, save_drafter
 from ..errors import GumihoError
 from .checkpoint import EpochProgress, load_checkpoint, save_checkpoint
@@ -132,9 +132,12 @@ class Trainer:
     """One training run in a folder: resumes from its latest checkpoint (mid-epoch too) and stops at the end of
     its schedule, `cfg.steps` optimizer steps if set, else `cfg.epochs` epochs."""
 
-    def __init__(self, target: Target, seqs: list[Sequence], cfg: TrainConfig, out_dir: str | Path):
+    def __init__(self, target: Target, seqs: list[Sequence], cfg: TrainConfig, out_dir: str | Path,
+                 share: float = 1.0):
+        """`share`: train on that share of the prompts (data.keep_share), held out as if all were trained on."""
         self.target, self.cfg, self.out = target, cfg, Path(out_dir)
-        self.train_seqs, self.val_seqs = split(seqs, cfg.holdout, cfg.seed)
+        train, self.val_seqs = split(seqs, cfg.holdout, cfg.seed)
+        self.train_seqs = keep_share(train, share)
         self.rng = random.Random(cfg.seed)
         self.history: list[dict] = []
         self.epoch, self.step = 0, 0
