@@ -1,7 +1,7 @@
 """The model card and the scaling curve, from hand-made run results (no model needed)."""
 import math
 
-from gumiho_core.training import card
+from gumiho_core.training import card, datacurve
 
 
 def _eval(tau_g, tau_s):
@@ -27,9 +27,9 @@ def _facts(objectives, scaling):
 
 def test_straight_line_extrapolation_of_tau():
     points = [_point(0.5, 1000, 2.0), _point(1, 10000, 2.5)]
-    assert math.isclose(card.tokens_for_tau(points, 3.5), 10 ** 6, rel_tol=1e-9)  # +0.5 tau per decade
-    assert card.tokens_for_tau([_point(0.5, 1000, 2.5), _point(1, 10000, 2.4)], 3.5) is None  # falling: never
-    assert card.tokens_for_tau(points[:1], 3.5) is None
+    assert math.isclose(datacurve.tokens_for_tau(points, 3.5), 10 ** 6, rel_tol=1e-9)  # +0.5 tau per decade
+    assert datacurve.tokens_for_tau([_point(0.5, 1000, 2.5), _point(1, 10000, 2.4)], 3.5) is None  # falling: never
+    assert datacurve.tokens_for_tau(points[:1], 3.5) is None
 
 
 def test_card_names_the_objective_comparison_share_and_both_taus():

@@ -1,8 +1,7 @@
-"""The model card of shipped heads, and the data-scaling curve it shows."""
+"""The model card of shipped heads (its data curve: datacurve.py)."""
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,10 +9,9 @@ from pathlib import Path
 from ..config import MAX_DEPTH
 from ..timing import device_name
 from .corpus import read_corpus
+from .datacurve import HEADS, scaling_section
 from .workspace import TRAIN_PROMPTS_HAND, TRAIN_PROMPTS_MADE, corpus_dir_for, run_dir, workdir_for
 
-HEADS = ["serial"] + [f"mlp{m}" for m in range(1, 6)]
-TAU_GOAL = 3.5
 STEPS = "steps.json"  # in a run folder: the step curve
 ROLLOUT_WORDS = {"teacher-forced": "built from the target's true features (the paper's)",
                  "as-drafted": "as drafting runs them (serial step 2 and the MLP heads read the drafter's own outputs)"}
@@ -22,55 +20,6 @@ TOP1_KEYS = ["val_serial_top1", "val_serial2_top1"] + [f"val_mlp{m}_top1" for m 
 
 def answer_tokens(trainer) -> int:
     return int(sum(s.mask.sum() for s in trainer.train_seqs))
-
-
-def scaling_point(fraction: float, data: dict, history: list, report: dict) -> dict:
-    """One point of the curve from a finished run's files: data.json, history.json, evaluation.json."""
-    last = history[-1]
-    return {"fraction": fraction, "conversations": data["conversations"], "answer_tokens": data["answer_tokens"],
-            "epochs": last["epoch"], "steps": last["step"],
-            "val_top1": {h: round(last.get(f"val_{h}_top1", float("nan")), 4) for h in HEADS},
-            "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),  # equal: not data-bound
-            **{m: report[m] for m in ("gumiho", "serial")}, "eval_prompts": report["prompts"],
-            "eval_tokens": report.get("max_new_tokens")}
-
-
-def tokens_for_tau(points: list[dict], tau: float = TAU_GOAL) -> float | None:
-    """Answer tokens at which a straight line through (log tokens, gumiho tau) reaches tau; None if it never does."""
-    xs = [math.log10(p["answer_tokens"]) for p in points]
-    ys = [p["gumiho"]["mean_accept_len"] for p in points]
-    if len(xs) < 2:
-        return None
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / max(1e-12, sum((x - mx) ** 2 for x in xs))
-    return 10 ** (mx + (tau - my) / slope) if slope > 0 else None
-
-
-def plot_scaling(points: list[dict], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    tokens = [p["answer_tokens"] for p in points]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for h in HEADS:
-        a.plot(tokens, [p["val_top1"][h] for p in points], marker="o", label=h)
-    a.set_xscale("log"), a.set_xlabel("answer tokens trained on"), a.set_ylabel("top-1 agreement with the target")
-    a.set_title("held-out, per head"), a.legend(fontsize=7)
-    for m in ("gumiho", "serial"):
-        b.plot(tokens, [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
-    need = tokens_for_tau(points)
-    if need and need > tokens[-1]:
-        b.plot([tokens[-1], need], [points[-1]["gumiho"]["mean_accept_len"], TAU_GOAL], "k--", lw=1,
-               label=f"straight-line extrapolation: {need:,.0f} tokens")
-    b.axhline(TAU_GOAL, color="grey", lw=0.8, ls=":")
-    b.set_xscale("log"), b.set_xlabel("answer tokens trained on"), b.set_ylabel("tokens per target pass")
-    b.set_title("held-out prompts, authors' 64-node tree, T=0"), b.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
 
 
 @dataclass(frozen=True)
@@ -122,7 +71,7 @@ def corpus_stats(args) -> dict:
 
 def model_card(f: Facts) -> str:
     return "\n".join([f"# Gumiho heads for {f.target}", "", *_data(f), *_training(f), *_objectives(f),
-                      *_acceptance(f), *_steps(f), *_scaling(f)])
+                      *_acceptance(f), *_steps(f), *scaling_section(f.scaling)])
 
 
 def _data(f: Facts) -> list[str]:
@@ -247,38 +196,6 @@ def plot_steps(points: list[dict], history: list[dict], path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
-
-
-def _scaling(f: Facts) -> list[str]:
-    if not f.scaling:
-        return []
-    need = tokens_for_tau(f.scaling)
-    rows = [f"| {p['fraction']:g} | {p['answer_tokens']:,} | {_loss(p.get('train_loss'))} | "
-            f"{_loss(p.get('val_loss'))} | {p['val_top1']['serial']:.3f} | "
-            f"{p['val_top1']['mlp1']:.3f} | {p['gumiho']['mean_accept_len']:.2f} | "
-            f"{p['serial']['mean_accept_len']:.2f} |" for p in f.scaling]
-    guess = (f"A straight line through tau against log(tokens) reaches {TAU_GOAL} at about {need:,.0f} answer "
-             "tokens: an extrapolation, not a measurement." if need else
-             f"Tau does not rise with data here, so no amount is predicted to reach {TAU_GOAL}.")
-    epochs, steps = sorted({p["epochs"] for p in f.scaling}), sorted({p["steps"] for p in f.scaling})
-    tokens = f.scaling[0].get("eval_tokens") or 128  # points made before they recorded it used 128
-    where = (f"Held-out prompts: {f.scaling[0]['eval_prompts']} of `prompts/heldout.jsonl`, {tokens} new tokens "
-             "each, T=0. A train loss below the held-out loss says the share is too small for the steps.")
-    if len(steps) == 1:
-        how = (f"Each share was trained for the same {steps[0]:,} optimizer steps (`scaling --steps`), so the curve "
-               f"separates data from compute. {where}")
-    elif len(epochs) == 1:
-        how = (f"Each share was trained for {epochs[0]} epochs, so a smaller share also had fewer optimizer steps: the "
-               f"curve measures data and steps together, at this recipe. {where}")
-    else:
-        how = "The shares were trained for differing numbers of epochs and steps."
-    return ["## What more data brings", "", "![data scaling](scaling.png)", "", how, "",
-            "| share of prompts | answer tokens | train loss | held-out loss | serial top-1 | mlp1 top-1 | gumiho tau "
-            "| serial tau |", "|---|---|---|---|---|---|---|---|", *rows, "", guess, ""]
-
-
-def _loss(value) -> str:
-    return f"{value:.3f}" if value is not None else "n/a"
 
 
 def plot_history(history: list[dict], path: str | Path) -> Path:

@@ -16,7 +16,7 @@ from ..errors import GumihoError
 from ..jsonl import read_jsonl
 from ..models import DEFAULT_DRAFTER, load_drafter
 from ..text import encode_prompt
-from . import card
+from . import card, datacurve
 from .data import load_corpus, load_features
 from .export import export_official
 from .card import plot_history
@@ -179,9 +179,9 @@ def cmd_scaling(args, models) -> None:
         if not done:  # a finished run is read back, not loaded again
             history = train_run(args, target, run, fraction).history
         report = card.read_json(folder / "evaluation.json") or evaluate_run(args, target, run)
-        points.append(card.scaling_point(fraction, card.read_json(folder / "data.json"), history, report))
+        points.append(datacurve.scaling_point(fraction, card.read_json(folder / "data.json"), history, report))
         (workdir_for(args) / SCALING).write_text(json.dumps(points, indent=1))
-    card.plot_scaling(points, workdir_for(args) / "scaling.png")
+    datacurve.plot_scaling(points, workdir_for(args) / "scaling.png")
     log.info("scaling curve in %s", workdir_for(args) / "scaling.png")
 
 
@@ -198,7 +198,7 @@ def cmd_ship(args, models) -> None:
     plot_history(history, dest / "loss.png")
     scaling = workdir_for(args) / SCALING
     if scaling.is_file():
-        card.plot_scaling(json.loads(scaling.read_text()), dest / "scaling.png")
+        datacurve.plot_scaling(json.loads(scaling.read_text()), dest / "scaling.png")
     steps = run / card.STEPS
     if steps.is_file():
         card.plot_steps(json.loads(steps.read_text()), history, dest / "steps.png")

@@ -133,8 +133,7 @@ class Trainer:
     its schedule, `cfg.steps` optimizer steps if set, else `cfg.epochs` epochs."""
 
     def __init__(self, target: Target, seqs: list[Sequence], cfg: TrainConfig, out_dir: str | Path,
-                 share: float = 1.0):
-        """`share`: train on that share of the prompts (data.keep_share), held out as if all were trained on."""
+                 share: float = 1.0):  # share: of the prompts trained on (keep_share); the held-out set is all's
         self.target, self.cfg, self.out = target, cfg, Path(out_dir)
         train, self.val_seqs = split(seqs, cfg.holdout, cfg.seed)
         self.train_seqs = keep_share(train, share)
