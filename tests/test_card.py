@@ -113,7 +113,18 @@ def test_card_says_whether_the_data_curve_held_the_steps_fixed():
     assert "the same 1,400 optimizer steps (`scaling --steps`), so the curve separates data from compute" in fixed
     by_epochs = card.model_card(_facts({}, [_point(0.25, 1000, 2.0), _point(1, 4000, 2.4)]))
     assert "a smaller share also had fewer optimizer steps" in by_epochs and "separates data" not in by_epochs
-    assert "| 0.25 | 1,000 | n/a | n/a | 0.500 |" in fixed and "128 new tokens each" in fixed  # older points
+    assert "| 0.25 | 1,000 | 8.0 | n/a | n/a | 0.500 |" in fixed and "128 new tokens each" in fixed  # older points
     losses = card.model_card(_facts({}, [{**_point(0.25, 1000, 2.0, steps=300), "train_loss": 7.5,
                                           "val_loss": 8.25, "eval_tokens": 96}]))
-    assert "| 0.25 | 1,000 | 7.500 | 8.250 | 0.500 |" in losses and "96 new tokens each" in losses
+    assert "| 0.25 | 1,000 | 2.0 | 7.500 | 8.250 | 0.500 |" in losses and "96 new tokens each" in losses
+
+
+def test_the_data_curve_plots_the_losses_where_its_points_have_them(tmp_path):
+    old = [_point(0.25, 1000, 2.0, epochs=8, steps=300), _point(1, 4000, 2.4, epochs=2, steps=300)]
+    new = [{**p, "train_loss": 7.5, "val_loss": 8.2} for p in old]
+    for name, points in (("old", old), ("new", new)):
+        datacurve.plot_scaling(points, tmp_path / f"{name}.png")
+    from PIL import Image
+
+    widths = [Image.open(tmp_path / f"{n}.png").size[0] for n in ("old", "new")]
+    assert widths[1] > 1.4 * widths[0]  # a third panel: train and held-out loss

@@ -38,7 +38,8 @@ def plot_scaling(points: list[dict], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     tokens = [p["answer_tokens"] for p in points]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    losses = all(p.get("val_loss") is not None for p in points)
+    fig, (a, b, *c) = plt.subplots(1, 3 if losses else 2, figsize=(15 if losses else 10, 3.8))
     for h in HEADS:
         a.plot(tokens, [p["val_top1"][h] for p in points], marker="o", label=h)
     a.set_xscale("log"), a.set_xlabel("answer tokens trained on"), a.set_ylabel("top-1 agreement with the target")
@@ -52,10 +53,22 @@ def plot_scaling(points: list[dict], path: Path) -> Path:
     b.axhline(TAU_GOAL, color="grey", lw=0.8, ls=":")
     b.set_xscale("log"), b.set_xlabel("answer tokens trained on"), b.set_ylabel("tokens per target pass")
     b.set_title("held-out prompts, authors' 64-node tree, T=0"), b.legend(fontsize=7)
+    if losses:
+        _plot_losses(c[0], tokens, points)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
+
+
+def _plot_losses(ax, tokens: list, points: list[dict]) -> None:
+    for key, label in (("train_loss", "train (its last epoch)"), ("val_loss", "held-out (after the last step)")):
+        ax.plot(tokens, [p[key] for p in points], marker="o", label=label)
+    for x, p in zip(tokens, points):
+        ax.annotate(f"{p['epochs']:.1f} epochs", (x, p["val_loss"]), textcoords="offset points", xytext=(0, 6),
+                    ha="center", fontsize=7)
+    ax.set_xscale("log"), ax.set_xlabel("answer tokens trained on"), ax.set_ylabel("loss")
+    ax.set_title("the training objective"), ax.legend(fontsize=7)
 
 
 def scaling_section(points: list | None) -> list[str]:
@@ -63,7 +76,7 @@ def scaling_section(points: list | None) -> list[str]:
     if not points:
         return []
     need = tokens_for_tau(points)
-    rows = [f"| {p['fraction']:g} | {p['answer_tokens']:,} | {_loss(p.get('train_loss'))} | "
+    rows = [f"| {p['fraction']:g} | {p['answer_tokens']:,} | {p['epochs']:.1f} | {_loss(p.get('train_loss'))} | "
             f"{_loss(p.get('val_loss'))} | {p['val_top1']['serial']:.3f} | "
             f"{p['val_top1']['mlp1']:.3f} | {p['gumiho']['mean_accept_len']:.2f} | "
             f"{p['serial']['mean_accept_len']:.2f} |" for p in points]
@@ -73,7 +86,9 @@ def scaling_section(points: list | None) -> list[str]:
     epochs, steps = sorted({p["epochs"] for p in points}), sorted({p["steps"] for p in points})
     tokens = points[0].get("eval_tokens") or 128  # points made before they recorded it used 128
     where = (f"Held-out prompts: {points[0]['eval_prompts']} of `prompts/heldout.jsonl`, {tokens} new tokens "
-             "each, T=0. A train loss below the held-out loss says the share is too small for the steps.")
+             "each, T=0. Train loss: the mean over the share's last epoch; held-out loss: on the same held-out "
+             "conversations for every share, after the last step. A train loss well below the held-out loss means "
+             "the heads learn the share's own answers more than the target: more data would pay at these steps.")
     if len(steps) == 1:
         how = (f"Each share was trained for the same {steps[0]:,} optimizer steps (`scaling --steps`), so the curve "
                f"separates data from compute. {where}")
@@ -83,8 +98,8 @@ def scaling_section(points: list | None) -> list[str]:
     else:
         how = "The shares were trained for differing numbers of epochs and steps."
     return ["## What more data brings", "", "![data scaling](scaling.png)", "", how, "",
-            "| share of prompts | answer tokens | train loss | held-out loss | serial top-1 | mlp1 top-1 | gumiho tau "
-            "| serial tau |", "|---|---|---|---|---|---|---|---|", *rows, "", guess, ""]
+            "| share of prompts | answer tokens | epochs | train loss | held-out loss | serial top-1 | mlp1 top-1 "
+            "| gumiho tau | serial tau |", "|---|---|---|---|---|---|---|---|---|", *rows, "", guess, ""]
 
 
 def _loss(value) -> str:
