@@ -120,7 +120,7 @@ def test_stop_during_a_lane_step_is_never_overwritten_by_that_steps_picture(app_
     models, view = app_view
     user, real, said = Player(), Player.advance, []
 
-    def advance(backend=None):  # the third tick is where the visitor presses Stop, while it computes
+    def advance(backend=None):  # after three pictures the visitor presses Stop while the next tick computes
         tick = real(user, backend)
         if len(said) == 3 and user.live is not None:
             said.append(on_stop(view, user)[view.status])
