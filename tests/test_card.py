@@ -117,6 +117,8 @@ def test_card_says_whether_the_data_curve_held_the_steps_fixed():
     losses = card.model_card(_facts({}, [{**_point(0.25, 1000, 2.0, steps=300), "train_loss": 7.5,
                                           "val_loss": 8.25, "eval_tokens": 96}]))
     assert "| 0.25 | 1,000 | 2.0 | 7.500 | 8.250 | 0.500 |" in losses and "96 new tokens each" in losses
+    flat = card.model_card(_facts({}, [_point(0.25, 1000, 2.05), _point(1, 4000, 2.09)]))
+    assert "only past a thousand times this data" in flat and "at about" not in flat
 
 
 def test_the_data_curve_plots_the_losses_where_its_points_have_them(tmp_path):

@@ -47,7 +47,7 @@ def plot_scaling(points: list[dict], path: Path) -> Path:
     for m in ("gumiho", "serial"):
         b.plot(tokens, [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
     need = tokens_for_tau(points)
-    if need and need > tokens[-1]:
+    if need and tokens[-1] < need <= 1000 * tokens[-1]:  # a flatter line predicts nothing worth drawing
         b.plot([tokens[-1], need], [points[-1]["gumiho"]["mean_accept_len"], TAU_GOAL], "k--", lw=1,
                label=f"straight-line extrapolation: {need:,.0f} tokens")
     b.axhline(TAU_GOAL, color="grey", lw=0.8, ls=":")
@@ -80,9 +80,14 @@ def scaling_section(points: list | None) -> list[str]:
             f"{_loss(p.get('val_loss'))} | {p['val_top1']['serial']:.3f} | "
             f"{p['val_top1']['mlp1']:.3f} | {p['gumiho']['mean_accept_len']:.2f} | "
             f"{p['serial']['mean_accept_len']:.2f} |" for p in points]
-    guess = (f"A straight line through tau against log(tokens) reaches {TAU_GOAL} at about {need:,.0f} answer "
-             "tokens: an extrapolation, not a measurement." if need else
-             f"Tau does not rise with data here, so no amount is predicted to reach {TAU_GOAL}.")
+    most = max(p["answer_tokens"] for p in points)
+    if need and need > 1000 * most:  # a line that flat predicts nothing worth printing
+        guess = (f"Tau barely rises with data here: a straight line through tau against log(tokens) reaches "
+                 f"{TAU_GOAL} only past a thousand times this data, so data is not what limits it at these steps.")
+    else:
+        guess = (f"A straight line through tau against log(tokens) reaches {TAU_GOAL} at about {need:,.0f} answer "
+                 "tokens: an extrapolation, not a measurement." if need else
+                 f"Tau does not rise with data here, so no amount is predicted to reach {TAU_GOAL}.")
     epochs, steps = sorted({p["epochs"] for p in points}), sorted({p["steps"] for p in points})
     tokens = points[0].get("eval_tokens") or 128  # points made before they recorded it used 128
     where = (f"Held-out prompts: {points[0]['eval_prompts']} of `prompts/heldout.jsonl`, {tokens} new tokens "
