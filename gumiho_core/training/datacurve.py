@@ -7,6 +7,12 @@ from pathlib import Path
 
 HEADS = ["serial"] + [f"mlp{m}" for m in range(1, 6)]
 TAU_GOAL = 3.5
+FARTHEST = 1000  # an extrapolation past this many times the data trained on predicts nothing worth showing
+
+
+def credible(need: float | None, most: int) -> bool:
+    """Whether a straight line's prediction (tokens_for_tau) lies within FARTHEST times the most data trained on."""
+    return bool(need) and need <= FARTHEST * most
 
 
 def scaling_point(fraction: float, data: dict, history: list, report: dict) -> dict:
@@ -47,7 +53,7 @@ def plot_scaling(points: list[dict], path: Path) -> Path:
     for m in ("gumiho", "serial"):
         b.plot(tokens, [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
     need = tokens_for_tau(points)
-    if need and tokens[-1] < need <= 1000 * tokens[-1]:  # a flatter line predicts nothing worth drawing
+    if need and need > tokens[-1] and credible(need, tokens[-1]):
         b.plot([tokens[-1], need], [points[-1]["gumiho"]["mean_accept_len"], TAU_GOAL], "k--", lw=1,
                label=f"straight-line extrapolation: {need:,.0f} tokens")
     b.axhline(TAU_GOAL, color="grey", lw=0.8, ls=":")
@@ -80,8 +86,7 @@ def scaling_section(points: list | None) -> list[str]:
             f"{_loss(p.get('val_loss'))} | {p['val_top1']['serial']:.3f} | "
             f"{p['val_top1']['mlp1']:.3f} | {p['gumiho']['mean_accept_len']:.2f} | "
             f"{p['serial']['mean_accept_len']:.2f} |" for p in points]
-    most = max(p["answer_tokens"] for p in points)
-    if need and need > 1000 * most:  # a line that flat predicts nothing worth printing
+    if need and not credible(need, max(p["answer_tokens"] for p in points)):
         guess = (f"Tau barely rises with data here: a straight line through tau against log(tokens) reaches "
                  f"{TAU_GOAL} only past a thousand times this data, so data is not what limits it at these steps.")
     else:
