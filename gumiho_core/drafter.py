@@ -17,7 +17,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from .cpu_kernels import PackedCopy, follow_linears
+from .cpu_kernels import PackedCopy, follow_linears, prepare_linears
 from .config import DrafterConfig
 from .errors import GumihoError
 from .kv_cache import KVCache
@@ -113,7 +113,7 @@ class GumihoDrafter(nn.Module):
             for _ in range(cfg.mlp_heads)
         )
         self.rotary = LlamaRotaryEmbedding(llama_config(cfg))
-        follow_linears(self)  # packed oneDNN matmuls on a CPU, re-packed after training changes a weight
+        follow_linears(self, half=True)  # packed matmuls on a CPU (fp16 weights when decoding), re-packed on change
         self.bind(shared)
 
     @property
@@ -138,7 +138,7 @@ class GumihoDrafter(nn.Module):
                 f"drafter does not fit this target: drafter has hidden size {self.cfg.hidden_size} and vocabulary "
                 f"{self.cfg.vocab_size}, the target has hidden size {H} and vocabulary {V}")
         object.__setattr__(self, "shared", shared)  # a plain reference: not a submodule, not in state_dict
-        object.__setattr__(self, "_head_copy", PackedCopy())  # lm_head packed for oneDNN at its first CPU fp32 use
+        object.__setattr__(self, "_head_copy", PackedCopy(half=True))  # lm_head packed at its first CPU use
 
     # -- the four pieces the tree builder and the trainer compose --------------------------------
     def fuse(self, tokens: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
@@ -172,11 +172,17 @@ class GumihoDrafter(nn.Module):
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         """Draft logits over the draft vocabulary (the target's, or its reduced subset).
 
-        In fp32 on a CPU without gradients a oneDNN-packed copy of lm_head does the matmul, as in the drafter's own
-        linear layers (cpu_kernels: the same values to fp32 rounding); a stock matmul re-packs the weight at
-        every call, which was most of a draft step's time with the default model.
+        On a CPU without gradients a packed copy of lm_head does the matmul, as in the drafter's own linear layers
+        (cpu_kernels): while decoding its fp16 copy where fbgemm runs one, else a oneDNN one (the same values to fp32
+        rounding); a stock matmul re-packs the weight at every call, which was most of a draft step's time with the
+        default model.
         """
         return self._head_copy.linear(features.to(self.shared.lm_head.dtype), self.shared.lm_head)
+
+    def prepare(self) -> None:
+        """Pack the weights for decoding on a CPU now, not in the first step that uses each (cpu_kernels)."""
+        prepare_linears(self)
+        self._head_copy.prepare(self.shared.lm_head)
 
     @property
     def draft_vocab_size(self) -> int:

@@ -57,6 +57,7 @@ class DraftContext:
 
     def __post_init__(self):
         self.cache = self.drafter.new_cache()
+        self.drafter.prepare()
 
     def ingest(self, features: torch.Tensor, next_tokens: torch.Tensor) -> None:
         """Run the serial stack over new pairs (target feature f_i, token x_{i+1}). [T, H], [T]"""

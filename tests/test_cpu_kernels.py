@@ -113,3 +113,66 @@ def test_a_bf16_drafter_is_packed_to_bf16_rounding_and_stays_exact(monkeypatch):
     for shape, packed, stock in calls:
         torch.testing.assert_close(packed, stock, rtol=2 ** -7, atol=1e-5, msg=lambda m: f"{shape}: {m}")
     assert run.token_ids == generate(start("ar", target, [3, 14, 15, 92, 6], DecodeConfig(max_new_tokens=40))).token_ids
+
+
+half_only = pytest.mark.skipif(not cpu_kernels.half_weights_available(), reason="no fbgemm fp16-weight kernel here")
+
+
+def _pair(seed=2):
+    """A tiny target and a random fp32 drafter for it, and 14 rows of drafter inputs."""
+    from tiny import random_drafter
+    target = tiny_target(seed=4, scale=4.0)
+    return target, random_drafter(target, seed=seed, std=0.08), torch.randn(14, target.config.hidden_size)
+
+
+@half_only
+def test_decoding_reads_the_drafters_weights_as_fp16_and_training_as_fp32():
+    """While decoding (inference mode) a drafter layer and its draft head compute x @ fp16(W) + b in fp32 arithmetic;
+    under no_grad (training's targets and held-out loss) they compute with the fp32 weights, as before."""
+    _, drafter, x = _pair()
+    layer = drafter.layers[0].mlp.gate_proj
+    w16 = layer.weight.detach().half().float()
+    assert not torch.equal(w16, layer.weight), "random fp32 weights: fp16 rounding must show"
+    decoding, decoding_ops = _ops(lambda: (layer(x), drafter.logits(x)))
+    assert "quantized::linear_dynamic_fp16" in decoding_ops
+    torch.testing.assert_close(decoding[0], x @ w16.T, rtol=1e-5, atol=1e-5)
+    head16 = drafter.shared.lm_head.half().float()
+    torch.testing.assert_close(decoding[1], x @ head16.T, rtol=1e-5, atol=1e-5)
+    with torch.no_grad(), torch.profiler.profile() as prof:
+        training = layer(x), drafter.logits(x)
+    assert "quantized::linear_dynamic_fp16" not in {e.key for e in prof.key_averages()}
+    torch.testing.assert_close(training[0], x @ layer.weight.detach().T, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(training[1], x @ drafter.shared.lm_head.T, rtol=1e-5, atol=1e-5)
+
+
+@half_only
+def test_fp16_copy_follows_weight_and_bias_changes_and_keeps_fp32_beyond_fp16_range():
+    _, drafter, x = _pair()
+    layer = drafter.fc  # has a bias
+    x = torch.randn(5, layer.in_features)
+    with torch.inference_mode():
+        layer(x)  # packed
+    with torch.no_grad():
+        layer.weight.mul_(-2.0)  # an optimizer step changes weights in place
+        layer.bias.add_(1.0)
+    want = x @ layer.weight.detach().half().float().T + layer.bias.detach()
+    with torch.inference_mode():
+        torch.testing.assert_close(layer(x), want, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        layer.weight[0, 0] = 1e6  # beyond fp16: that weight stays fp32, the layer with it
+    (y,), ops = _ops(lambda: (layer(x),))
+    assert "quantized::linear_dynamic_fp16" not in ops
+    torch.testing.assert_close(y, x @ layer.weight.detach().T + layer.bias.detach(), rtol=1e-5, atol=1e-3)
+
+
+@half_only
+def test_a_session_packs_its_drafter_before_its_first_step_and_stays_exact():
+    """Starting a session packs the drafter (packing reads each weight's range into Python, which a decoding step
+    must not do: tests/test_step_overhead.py counts); the output is plain decoding's."""
+    from gumiho_core import DecodeConfig, generate, start
+    target, drafter, _ = _pair(seed=3)
+    copies = [m._gumiho_copy for m in drafter.modules() if hasattr(m, "_gumiho_copy")] + [drafter._head_copy]
+    session = start("gumiho", target, [3, 14, 15, 92, 6], DecodeConfig(max_new_tokens=40), drafter=drafter)
+    assert all("half" in c._copies for c in copies), "every drafter weight packed as fp16 at the session's start"
+    plain = generate(start("ar", target, [3, 14, 15, 92, 6], DecodeConfig(max_new_tokens=40))).token_ids
+    assert generate(session).token_ids == plain

@@ -23,6 +23,9 @@ def drafted():
     """A tiny random pair, a context of random features and tokens, and the one-path tree drafted from it."""
     target = tiny_target(seed=5, vocab=61, hidden=48, heads=4, kv_heads=2)
     drafter = random_drafter(target, seed=6, std=0.08)
+    with torch.no_grad():  # weights as shipped heads store them (fp16), which decoding may read as fp16 (cpu_kernels)
+        for w in [*drafter.parameters(), drafter.shared.lm_head]:
+            w.copy_(w.half().float())
     g = torch.Generator().manual_seed(7)
     features = torch.randn(CONTEXT, 48, generator=g)  # f_0 .. f_{L-1}
     tokens = torch.randint(0, 61, (CONTEXT + 1,), generator=g)  # x_0 .. x_L; pairs (f_i, x_{i+1})

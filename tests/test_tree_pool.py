@@ -41,6 +41,9 @@ class TableDrafter:
     def new_cache(self):
         return _Cache()
 
+    def prepare(self):
+        pass  # nothing to pack
+
     def fuse(self, tokens, features):
         return torch.nn.functional.one_hot(tokens, V).float()
 
