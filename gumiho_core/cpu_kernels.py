@@ -171,9 +171,9 @@ def pack_half(weight: torch.Tensor, bias: torch.Tensor | None) -> object | None:
 
 def half_linear(x: torch.Tensor, packed: object) -> torch.Tensor:
     """x [..., d_in] fp32 times a weight packed by pack_half (its bias included) -> [..., d_out] fp32."""
-    lead = x.shape[:-1]
-    y = torch.ops.quantized.linear_dynamic_fp16(x.reshape(-1, x.shape[-1]), packed)
-    return y.reshape(*lead, y.shape[-1])
+    if x.dim() > 1:  # the op takes any leading shape but one; a reshape would cost two ops per matmul
+        return torch.ops.quantized.linear_dynamic_fp16(x, packed)
+    return torch.ops.quantized.linear_dynamic_fp16(x[None], packed)[0]
 
 
 class PackedCopy:
