@@ -34,7 +34,8 @@ The drafter's fp32 matmuls while decoding (inference mode) keep their weights in
 fp16-weight kernel (x86 CPUs with AVX2 and F16C: `half_weights_available`): the weights are read as fp16 and
 widened, the activations and the sums stay fp32. On the project's AVX2 EPYC, where one core streams weights at
 about 10 GB/s and a draft tree reads each of its ~100 MB of fp32 weights once or more, this halves the bytes and
-measured 1.4-3x faster per matmul (1 row 2.1-2.4x, 14 rows 1.5-1.8x). The shipped heads are stored in fp16, so
+measured 1.35-3x faster per matmul, weights not in cache (one thread, the drafter's shapes: 1 row 2.1-2.4x,
+14 rows 1.45-1.8x, 28 rows 1.35-1.45x). The shipped heads are stored in fp16, so
 their weights lose nothing; the draft head (the target's lm_head rows) is rounded to fp16 (relative error at
 most 2**-11; a native-bf16 CPU runs the whole drafter in bf16, 8x coarser). The output stays exact whatever the
 drafter computes: the target verifies every token. Training (autograd, or no_grad for its targets and held-out
