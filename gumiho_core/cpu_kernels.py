@@ -27,8 +27,8 @@ One row (plain decoding's every step) is another matter, and depends on the CPU:
 (AVX2) the stock path decodes SmolLM2-135M at 130 ms per token and the packed one at 155 ms, while on the CPU
 measured above one token took 62 ms stock and 40 ms packed. So the first packed model large enough to stream from memory times one row of
 all its layers both ways (about a second, once per process) and one-row matmuls take the faster path from then
-on, the drafter's included (`one_row_stock`). Plain decoding is the baseline every speed-up is measured
-against; it must not run on the slower kernel.
+on (`one_row_stock`; the drafter's too where it does not read fp16 weights, below). Plain decoding is the
+baseline every speed-up is measured against; it must not run on the slower kernel.
 
 The drafter's fp32 matmuls while decoding (inference mode) keep their weights in fp16 where fbgemm has its
 fp16-weight kernel (x86 CPUs with AVX2 and F16C: `half_weights_available`): the weights are read as fp16 and

@@ -201,7 +201,8 @@ def drafter_dtype(target: Target) -> torch.dtype:
     """The drafter's dtype: the target's, except bf16 on a CPU with native bf16 for an fp32 target.
 
     Any drafter keeps the output exact (the target verifies every token), so the drafter may trade
-    precision for speed: bf16 halves its memory traffic, measured 1.5x faster drafting here.
+    precision for speed: bf16 halves its memory traffic, measured 1.5x faster drafting here. An fp32 drafter on
+    another x86 CPU halves it too: decoding reads its weights as fp16 (cpu_kernels.pack_half).
     $GUMIHO_DRAFTER_DTYPE overrides.
     """
     if os.environ.get("GUMIHO_DRAFTER_DTYPE"):

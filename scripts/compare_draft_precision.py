@@ -6,7 +6,8 @@ On a CPU where decoding reads the drafter's weights as fp16 (cpu_kernels.half_we
 prompts (spread over prompts/heldout.jsonl's categories) are decoded greedily with the authors' tree. Before each
 step the tree is drafted as decoding drafts it and again with the stock fp32 matmuls (cpu_kernels.stock_kernels),
 from the same state, and the two are compared: the same nodes (the same set of root-to-node paths, hence the same
-greedy acceptance), the same node order, and the largest difference of a node's cumulative draft log-prob.
+greedy acceptance), the same node order, and the largest difference of a node's cumulative draft log-prob. Where
+the nodes differ, the target verifies both trees (greedily) and the tokens each would have accepted are counted.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from gumiho_core.jsonl import read_jsonl  # noqa: E402
 from gumiho_core.models import load_drafter, load_target  # noqa: E402
 from gumiho_core.text import encode_prompt  # noqa: E402
 from gumiho_core.training.run_commands import spread  # noqa: E402
+from gumiho_core.verify import verify_greedy  # noqa: E402
 
 
 def paths(tree) -> dict[tuple[int, ...], float]:
@@ -44,9 +46,13 @@ def compare_session(session) -> list[dict]:
             full = session.draft()
         a, b = paths(fast), paths(full)
         common = a.keys() & b.keys()
-        rows.append({"same_nodes": a.keys() == b.keys(), "same_order": fast.tokens == full.tokens
-                     and fast.parents == full.parents, "nodes": len(a), "differing": len(a.keys() ^ b.keys()) // 2,
-                     "max_dscore": max(abs(a[p] - b[p]) for p in common)})
+        row = {"same_nodes": a.keys() == b.keys(), "same_order": fast.tokens == full.tokens
+               and fast.parents == full.parents, "nodes": len(a), "differing": len(a.keys() ^ b.keys()) // 2,
+               "max_dscore": max(abs(a[p] - b[p]) for p in common)}
+        if not row["same_nodes"]:  # what each tree would have accepted
+            row["accepted"] = [verify_greedy(t, session.verify_forward(t), trace=False).accept_length
+                               for t in (fast, full)]
+        rows.append(row)
         session.step()
     return rows
 
@@ -71,10 +77,12 @@ def main(argv=None) -> int:
             rows += compare_session(start(method, target, ids, DecodeConfig(max_new_tokens=args.tokens), TreeConfig(),
                                           drafter, trace=False))
         differing = [r["differing"] for r in rows if not r["same_nodes"]]
+        accepted = [r["accepted"] for r in rows if not r["same_nodes"]]
         print(method, json.dumps({
             "steps": len(rows), "same_nodes": sum(r["same_nodes"] for r in rows),
             "same_order": sum(r["same_order"] for r in rows), "nodes_per_tree": rows[0]["nodes"] if rows else 0,
             "differing_nodes_where_not_same": differing,
+            "accepted_fp16_fp32_where_not_same": [sum(a for a, _ in accepted), sum(b for _, b in accepted)],
             "max_dscore": round(max((r["max_dscore"] for r in rows), default=0.0), 5)}))
     return 0
 

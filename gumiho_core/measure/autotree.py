@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..config import GUMIHO, DecodeConfig, DrafterConfig, TreeConfig
-from ..cpu_kernels import one_row_stock
+from ..cpu_kernels import half_weights_available, one_row_stock
 from ..drafter import GumihoDrafter
 from ..engine import SpeculativeDecoder, generate
 from ..models import cache_dir
@@ -152,7 +152,7 @@ def _fingerprint(target: Target, drafter: GumihoDrafter, mode: str) -> str:
     w = drafter.fc.weight.detach().float().flatten()[:4096].cpu().numpy().tobytes()
     raw = json.dumps([VERSION, device_name(target.device), target.name, str(target.dtype), mode,
                       hashlib.sha1(w).hexdigest(), drafter.draft_vocab_size,
-                      target.packed_linears > 0, one_row_stock()])
+                      target.packed_linears > 0, one_row_stock(), half_weights_available()])  # what drafting costs
     return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
 
