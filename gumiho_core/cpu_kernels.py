@@ -187,27 +187,31 @@ class PackedCopy:
     """
 
     def __init__(self, half: bool = False):
-        self.half = half
+        self.half = half and half_weights_available()  # decided once: no fp16 kernel here, no fp16 copy tried
         self._copies: dict[str, tuple] = {}  # kind -> (stamp of what it was packed from, packed copy or None)
 
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         if usable(x, weight):
             if self.half and x.dtype == torch.float32 and torch.is_inference_mode_enabled():
-                packed = self._copy("half", (_stamp(weight), _stamp(bias)), lambda: pack_half(weight, bias))
+                packed = self._half(weight, bias)
                 if packed is not None:
                     return half_linear(x, packed)
             if not _one_row(x):
-                packed = self._copy("packed", _stamp(weight), lambda: pack_weight(weight))
+                packed = self._packed(weight)
                 if packed is not None:
                     return packed_linear(x, packed, bias)
         return F.linear(x, weight, bias)
 
     def prepare(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
         """Pack now the copy that decoding will use: the fp16 one where it applies, else the oneDNN one."""
-        if self.half and weight.dtype == torch.float32:
-            if self._copy("half", (_stamp(weight), _stamp(bias)), lambda: pack_half(weight, bias)) is not None:
-                return
-        self._copy("packed", _stamp(weight), lambda: pack_weight(weight))
+        if not (self.half and weight.dtype == torch.float32 and self._half(weight, bias) is not None):
+            self._packed(weight)
+
+    def _half(self, weight: torch.Tensor, bias: torch.Tensor | None):
+        return self._copy("half", (_stamp(weight), _stamp(bias)), lambda: pack_half(weight, bias))
+
+    def _packed(self, weight: torch.Tensor):
+        return self._copy("packed", _stamp(weight), lambda: pack_weight(weight))
 
     def _copy(self, kind: str, stamp: tuple, pack):
         made = self._copies.get(kind)

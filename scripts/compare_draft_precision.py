@@ -29,11 +29,7 @@ from gumiho_core.verify import verify_greedy  # noqa: E402
 
 def paths(tree) -> dict[tuple[int, ...], float]:
     """Each node's token path from the root -> its cumulative draft log-prob."""
-    out, path = {}, []
-    for i, tok in enumerate(tree.tokens):
-        path.append(path[tree.parents[i]] + (tok,) if i else (tok,))
-        out[path[i]] = tree.score[i]
-    return out
+    return {tuple(tree.tokens[i] for i in tree.path_to(n)): tree.score[n] for n in range(len(tree))}
 
 
 def compare_session(session) -> list[dict]:
