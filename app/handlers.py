@@ -81,7 +81,9 @@ def on_load(view: View, user: Player, path):
     """Load a run file: checked whole, then drawn for a fresh view; only then does it replace the visitor's run.
     Either way the note under the button says, for this file, what became of it: a refusal in one line (and
     nothing else on screen changes), or what was loaded. Not a toast: Gradio drops a toast of an event when the
-    same event fires again while it shows (gradio#5541, #9920), so every second refusal in a row went unseen."""
+    same event fires again while it shows (gradio#5541, #9920), so every second refusal in a row went unseen.
+    A checked file's note comes first, alone: the browser then draws seven charts in one go (over a second on a
+    slow laptop), and the note should not wait for them."""
     if not path:
         raise gr.Error("no file was uploaded")
     user.loads += 1
@@ -90,9 +92,12 @@ def on_load(view: View, user: Player, path):
         run = runfile.read(path)
     except runfile.RunFileError as e:
         user.note = note(f"Could not load this run file: {e}", refused=True)
-        return {view.load_note: user.note}
-    steps = f"a saved {run.settings.method} run of {len(run.records) - 1} steps: press Replay to watch it."
-    loaded = Player(delay=user.delay, fast=user.fast, loads=user.loads, note=note(steps, refused=False))
+        yield {view.load_note: user.note}
+        return
+    what = f"a saved {run.settings.method} run of {len(run.records) - 1} steps"
+    yield {view.load_note: note(f"{what}; drawing it…", refused=False)}
+    loaded = Player(delay=user.delay, fast=user.fast, loads=user.loads,
+                    note=note(f"{what}: press Replay to watch it.", refused=False))
     loaded.load(run)
     loaded.cursor = len(run.records) - 1
     try:
@@ -101,9 +106,10 @@ def on_load(view: View, user: Player, path):
     except Exception as e:  # a checked run should always draw; if not, the old one stays
         loaded.drop_export()
         user.note = note(f"Could not show this run file: {report(e, 'drawing a loaded run file')}", refused=True)
-        return {view.load_note: user.note}
+        yield {view.load_note: user.note}
+        return
     user.close()  # the run it replaces: its caches and its exported file
-    return out  # its state is `loaded`: the visitor's from now on
+    yield out  # its state is `loaded`: the visitor's from now on
 
 
 def on_preset(backend: Backend, name: str, *values):

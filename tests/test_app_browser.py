@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from app_server import ROOT, running_app, wait_for_log
 
+from app.render.waiting import WAITING
+
 SHOTS = Path(os.environ.get("GUMIHO_SCREENSHOTS", ROOT / "out" / "screenshots"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -395,7 +397,10 @@ def exported_run(tiny_pair) -> dict:
 def test_every_file_loaded_in_a_row_gets_its_own_answer_within_2_s(page, exported_run, tmp_path):
     """Issue #19: a second refused file while the first's answer still shows used to get no message at all (a
     toast of the same event, dropped). Thirteen refused files in a row, then a real one, each loaded as soon as
-    the previous answer shows: each gets its own line under the button, naming it, within 2 s."""
+    the previous answer shows: each gets its own line under the button, naming it, within 2 s. Timed from a page
+    that has drawn its seven waiting charts: until then (1.5-1.9 s of drawing here) the browser answers nothing."""
+    expect(page.locator(".js-plotly-plot")).to_have_count(len(WAITING), timeout=30_000)
+    page.evaluate("new Promise(done => requestIdleCallback(done))")
     note = page.locator("#load-note")
     files = {**_mutants(exported_run), "real": (json.dumps(exported_run), "Loaded (file 14: real.json)")}
     took = {}
@@ -409,7 +414,8 @@ def test_every_file_loaded_in_a_row_gets_its_own_answer_within_2_s(page, exporte
         expect(note).to_contain_text(words, timeout=1)
         if name == "empty-object":
             shot(page, "refused-in-a-row", "#load-note")
-    print("seconds to each answer:", {k: round(v, 2) for k, v in took.items()})
-    shot(page, "loaded-after-13-refusals")
     expect(page.locator("#status")).to_contain_text("Saved run loaded")
+    drawn = time.monotonic() - start
+    print("seconds to each answer:", {k: round(v, 2) for k, v in took.items()}, "the real one drawn:", round(drawn, 2))
+    shot(page, "loaded-after-13-refusals")
     assert max(took.values()) < ANSWER_S, took

@@ -225,11 +225,11 @@ def test_a_refused_upload_changes_nothing_and_says_why_in_one_line(exported, pag
     bad.write_text(json.dumps(_issue_case(exported, ISSUE_CASES["8k-node-star-tree"][0])), encoding="utf-8")
     nan.write_text(json.dumps(_issue_case(exported, ISSUE_CASES["nan-as-text"][0])), encoding="utf-8")
     user = Player()
-    on_load(page, user, str(good))
+    list(on_load(page, user, str(good)))
     before = (user.run, user.cursor)
     notes = []
     for path in (bad, nan):  # two refusals in a row: each its own line under the button
-        out = on_load(page, user, str(path))
+        [out] = on_load(page, user, str(path))
         assert set(out) == {page.load_note}  # no other output changes (an error would mark each one "Error")
         assert (user.run, user.cursor) == before
         notes.append(out[page.load_note])
@@ -237,6 +237,23 @@ def test_a_refused_upload_changes_nothing_and_says_why_in_one_line(exported, pag
     assert "(file 2: bad.json)" in notes[0]
     assert "step 1: draft_s must be a number; found text 'nan'" in notes[1] and "(file 3: nan.json)" in notes[1]
     assert all("\n" not in n and "Refused" in n for n in notes)
+
+
+def test_a_good_file_is_acknowledged_before_the_page_is_drawn(exported, page, tmp_path):
+    """The note comes alone and first (the browser draws the charts in one go, over a second on a slow laptop);
+    the visitor's run changes only with the page that draws the new one."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(exported), encoding="utf-8")
+    user = Player()
+    answers = on_load(page, user, str(good))
+    first = next(answers)
+    assert set(first) == {page.load_note} and user.run is None
+    assert "Loaded</b> (file 1: good.json): a saved gumiho run of" in first[page.load_note]
+    assert "drawing it" in first[page.load_note]
+    [page_drawn] = answers
+    loaded = page_drawn[page.state]
+    assert loaded.run is not None and "press Replay to watch it" in page_drawn[page.load_note]
+    assert "Saved run loaded" in page_drawn[page.status] and page.race in page_drawn
 
 
 def test_a_file_over_the_size_limit_is_refused_unread(tmp_path):

@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 from gumiho_core import AR, GUMIHO, MAX_DEPTH, SERIAL, Acceptance
 
 from ..state import Run
+from .figure import new_figure
 from .lanes import lanes
 from .palette import TARGET, look
 from .stats import run_stats, running_speedup
@@ -14,16 +15,13 @@ from .tree_view import legend_items
 
 PLAIN_COLOUR = "#7a7a7a"
 METHOD_COLOUR = {GUMIHO: "#D55E00", SERIAL: "#0072B2", AR: PLAIN_COLOUR}
-FONT = dict(size=14, family="system-ui, sans-serif")
 HEIGHT = 300  # pixels, each of the four run charts
 
 
 def _figure(title: str, x: str, y: str) -> go.Figure:
-    fig = go.Figure()
-    fig.update_layout(title=dict(text=title, font=dict(size=15)), template="plotly_white", font=FONT, height=HEIGHT,
-                      margin=dict(l=60, r=16, t=48, b=48), xaxis_title=x, yaxis_title=y,
+    return new_figure(title=dict(text=title, font=dict(size=15)), height=HEIGHT, margin=dict(l=60, r=16, t=48, b=48),
+                      xaxis_title=x, yaxis_title=y,
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
-    return fig
 
 
 def speed_figure(run: Run, upto: int) -> go.Figure:

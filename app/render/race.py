@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from gumiho_core import AR
 
 from ..state import Run
+from .figure import new_figure
 from .lanes import Lane, lanes
 from .phases import PLAIN_STEP, PREFILL_PART, VERIFY, part_look, part_order
 
@@ -58,13 +59,11 @@ def _finish_lines(fig: go.Figure, shown: list[Lane]) -> None:
 
 def race_figure(run: Run, upto: int) -> go.Figure:
     shown = lanes(run, upto)
-    fig = go.Figure()
     title = "Race on this machine: the same prompt, steps interleaved (compute seconds, animation excluded)"
-    fig.update_layout(title=dict(text=title, font=dict(size=16)),
-                      template="plotly_white", font=dict(size=14, family="system-ui, sans-serif"), height=HEIGHT,
-                      margin=dict(l=150, r=20, t=84, b=10), barmode="overlay", bargap=0.3,
-                      uniformtext=dict(minsize=10, mode="hide"),  # the time ruler on top, the legend under the lanes
-                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0, font=dict(size=12)))
+    fig = new_figure(title=dict(text=title, font=dict(size=16)), height=HEIGHT, margin=dict(l=150, r=20, t=84, b=10),
+                     barmode="overlay", bargap=0.3,
+                     uniformtext=dict(minsize=10, mode="hide"),  # the time ruler on top, the legend under the lanes
+                     legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0, font=dict(size=12)))
     bars = _bars(shown)
     for key in part_order(bars):
         lk = PLAIN_STEP if key == "plain" else part_look(key)

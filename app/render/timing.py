@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 from gumiho_core import AR, PREFILL
 
 from ..state import Run
+from .figure import new_figure
 from .lanes import lanes
 from .phases import PLAIN_STEP, VERIFY, part_look, part_order, parts
 
@@ -23,13 +24,11 @@ HEIGHT = 360  # pixels
 def timing_figure(run: Run, upto: int) -> go.Figure:
     method = run.settings.method
     steps = [r for r in run.records[: upto + 1] if r.kind != PREFILL]
-    fig = go.Figure()
-    fig.update_layout(title=dict(text=f"Time per step, {'plain decoding' if method == AR else method} (measured)",
-                                 font=dict(size=15)), template="plotly_white",
-                      font=dict(size=14, family="system-ui, sans-serif"), height=HEIGHT, barmode="stack", bargap=0.15,
-                      margin=dict(l=64, r=16, t=48, b=52), xaxis_title="step (the prefill is not shown)",
-                      yaxis_title="milliseconds", legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left",
-                                                              x=1.01, font=dict(size=13), traceorder="reversed"))
+    fig = new_figure(title=dict(text=f"Time per step, {'plain decoding' if method == AR else method} (measured)",
+                                font=dict(size=15)), height=HEIGHT, barmode="stack", bargap=0.15,
+                     margin=dict(l=64, r=16, t=48, b=52), xaxis_title="step (the prefill is not shown)",
+                     yaxis_title="milliseconds", legend=dict(orientation="v", yanchor="top", y=1.0, xanchor="left",
+                                                             x=1.01, font=dict(size=13), traceorder="reversed"))
     by_key: dict[str, list[float]] = {}
     for i, rec in enumerate(steps):
         for part in parts(rec):

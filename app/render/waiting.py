@@ -8,6 +8,7 @@ from functools import cache
 import plotly.graph_objects as go
 
 from . import charts, race, timing, whatif
+from .figure import new_figure
 
 # chart -> (what it will show, the height its own figure function draws it at)
 WAITING = {
@@ -25,10 +26,8 @@ WHEN = "appears with the first step: press ▶ Run, or load a run file"
 @cache  # the same seven figures for every page and every reset; nothing changes them once made
 def waiting_figure(chart: str) -> go.Figure:
     title, height = WAITING[chart]
-    fig = go.Figure()
-    fig.update_layout(title=dict(text=title, font=dict(size=15)), template="plotly_white", height=height,
-                      font=charts.FONT, margin=dict(l=16, r=16, t=48, b=16),
-                      xaxis=dict(visible=False), yaxis=dict(visible=False))
+    fig = new_figure(title=dict(text=title, font=dict(size=15)), height=height, margin=dict(l=16, r=16, t=48, b=16),
+                     xaxis=dict(visible=False), yaxis=dict(visible=False))
     fig.add_annotation(text=WHEN, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                        font=dict(size=15, color="#555555"))
     return fig

@@ -13,6 +13,7 @@ from gumiho_core import AR, CostCurve, StepCosts, WhatIf, flat_curve, what_if
 
 from ..state import Run
 from .charts import METHOD_COLOUR
+from .figure import new_figure
 from .lanes import Lane, lanes
 
 FLAT_COLOUR = "#009E73"
@@ -74,13 +75,12 @@ HEIGHT = 430  # pixels
 
 
 def whatif_figure(run: Run, upto: int) -> go.Figure:
+    title = "What-if: other tree sizes, other hardware — a PREDICTION from this run"
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=("tokens per step (bonus included)", "speedup over plain decoding"))
-    fig.update_layout(title=dict(text="What-if: other tree sizes, other hardware — a PREDICTION from this run",
-                                 font=dict(size=15)), template="plotly_white",
-                      font=dict(size=14, family="system-ui, sans-serif"), height=HEIGHT,
-                      margin=dict(l=60, r=16, t=78, b=96), legend=dict(orientation="h", yanchor="top", y=-0.3, x=0,
-                                                                       font=dict(size=13)))
+                        subplot_titles=("tokens per step (bonus included)", "speedup over plain decoding"),
+                        figure=new_figure(title=dict(text=title, font=dict(size=15)), height=HEIGHT,
+                                          margin=dict(l=60, r=16, t=78, b=96),
+                                          legend=dict(orientation="h", yanchor="top", y=-0.3, x=0, font=dict(size=13))))
     fig.update_annotations(font=dict(size=14))
     p = predict(run, upto) if upto >= 1 else None
     if p is None:

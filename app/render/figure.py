@@ -1,0 +1,27 @@
+"""A new plotly figure in the page's look: plotly_white cut down to what these charts draw (scatter and bar traces
+on cartesian axes, lines, notes). The whole template is about 7 KB of JSON in every figure sent to the browser and
+most of a figure's cost on the server (here 22 ms of a small figure's 23 ms against 5 ms with the cut one), for
+settings of some twenty trace kinds and of polar, 3-D and map axes that no chart here has."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+LAYOUT_KEYS = ("annotationdefaults", "autotypenumbers", "colorway", "font", "hoverlabel", "hovermode",
+               "paper_bgcolor", "plot_bgcolor", "shapedefaults", "title", "xaxis", "yaxis")
+TRACE_KINDS = ("bar", "scatter")
+FONT = dict(size=14, family="system-ui, sans-serif")
+
+
+def _template() -> go.layout.Template:
+    whole = pio.templates["plotly_white"].to_plotly_json()
+    return go.layout.Template(layout={k: whole["layout"][k] for k in LAYOUT_KEYS},
+                              data={k: whole["data"][k] for k in TRACE_KINDS})
+
+
+TEMPLATE = _template()
+
+
+def new_figure(**layout) -> go.Figure:
+    """An empty figure with the page's template and font; `layout` as plotly's update_layout takes it."""
+    return go.Figure(layout=dict(template=TEMPLATE, font=FONT, **layout))
