@@ -226,7 +226,7 @@ def test_every_control_does_something(page):
     page.click("#run")
     expect(page.locator("#status")).to_contain_text(ENDED, timeout=120_000)
     expect(page.locator("#depth .js-plotly-plot")).to_have_count(1)
-    assert axis_range(page, "depth", "xaxis") == [0.5, 7.5] and axis_range(page, "depth", "yaxis") == [0, 1.2]
+    assert axis_range(page, "depth", "xaxis") == [0.5, 7.5] and axis_range(page, "depth", "yaxis") == [0, 1.35]
     assert axis_range(page, "speedup", "xaxis")[0] == 0 and axis_range(page, "accept", "xaxis")[0] > 0
     expect(page.locator("#depth")).to_contain_text("no decoding step yet")
     shot(page, "one-token-run")

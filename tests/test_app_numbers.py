@@ -48,7 +48,7 @@ def test_charts_have_the_run_and_its_baseline():
 def test_charts_of_a_short_run_have_their_own_axes_not_plotlys_defaults(records):
     run = make_run(records=records, baseline=[])
     depth = depth_figure(run, len(records) - 1).layout
-    assert tuple(depth.xaxis.range) == (0.5, 7.5) and tuple(depth.yaxis.range) == (0, 1.2)
+    assert tuple(depth.xaxis.range) == (0.5, 7.5) and tuple(depth.yaxis.range) == (0, 1.35)
     assert tuple(depth.xaxis.tickvals) == tuple(range(1, 8))
     speedup = speedup_figure(run, len(records) - 1).layout
     assert speedup.xaxis.range[0] == 0 and speedup.xaxis.range[1] > 0

@@ -85,10 +85,10 @@ def depth_figure(run: Run, upto: int) -> go.Figure:
     """Per depth, for each drafting lane of the race (gumiho and serial side by side): how often the drafted token
     was right once the accepted path had got that far."""
     fig = _figure("Acceptance by depth: gumiho beside serial", "draft depth (tag: who drafted it)",
-                  "right, given the path got there")
+                  "right, once reached")  # a longer title runs past the plot's 204 px height
     depths = list(range(1, MAX_DEPTH + 1))
     # the axes are fixed, so an empty chart already shows what will come (plotly's default is -1..6)
-    fig.update_yaxes(range=[0, 1.2], tickformat=".0%", tickvals=[0, 0.25, 0.5, 0.75, 1])
+    fig.update_yaxes(range=[0, 1.35], tickformat=".0%", tickvals=[0, 0.25, 0.5, 0.75, 1])  # room for 100%'s label
     fig.update_xaxes(range=[0.5, MAX_DEPTH + 0.5], tickvals=depths)
     drafting = [lane for lane in lanes(run, upto) if lane.method != AR and any(r.tree for r in lane.records)]
     if not drafting:
@@ -105,10 +105,11 @@ def depth_figure(run: Run, upto: int) -> go.Figure:
                     marker=dict(color=METHOD_COLOUR[lane.method]),
                     text=[f"{look(heads[d]).tag}<br>{a / r:.0%}" if d in heads and r else ""
                           for d, a, r in zip(depths, accepted, reached)],
-                    textposition="outside", cliponaxis=False, customdata=list(zip(accepted, reached)),
+                    textposition="outside", cliponaxis=False, constraintext="none", textfont=dict(size=11),
+                    customdata=list(zip(accepted, reached)),
                     hovertemplate=f"{lane.method}, depth %{{x}}: right in %{{customdata[0]}} of %{{customdata[1]}} "
                                   "steps<extra></extra>")
-    fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)
+    fig.update_layout(barmode="group", bargap=0.12, bargroupgap=0.05)  # bars wide enough for "100%" side by side
     return fig
 
 
