@@ -24,11 +24,16 @@ def _line(player: Player, tick: Tick, computing: bool, verb: str) -> str:
 
 
 def play(view: View, player: Player, backend: Backend | None = None, one_step: bool = False,
-         verb: str = REPLAYING):
-    """Pictures from the screen's position on, until Pause, Stop, the end of the run, or (one_step) one step.
-    backend=None shows the recorded steps only (`verb` says how they were recorded)."""
+         verb: str = REPLAYING, replay: bool = False):
+    """Pictures from the screen's position (or, `replay`, the run's start) on, until Pause, Stop, the end of the
+    run, or (one_step) one step. backend=None shows the recorded steps only (`verb` says how they were recorded)."""
+    animation = player.begin(one_step)
+    if animation is None:  # a later click (or Stop) came while this one waited for the animation before it
+        yield gr.skip()  # every output as it is
+        return
+    if replay:
+        player.replay()
     computing = backend is not None and player.can_compute
-    player.begin(one_step)
     try:
         while (tick := player.advance(backend)) is not None:
             frame = picture(view, player, _line(player, tick, computing, verb), charts=tick.charts)
@@ -39,9 +44,10 @@ def play(view: View, player: Player, backend: Backend | None = None, one_step: b
                 player.wait()
     except Exception as e:  # whatever went wrong, leave a usable page (buttons back on), then report it
         message = report(e, "a decoding step failed")
-        player.finish()
+        player.finish(animation)
         yield picture(view, player, f"Stopped: {escape(message)}")
         raise gr.Error(message) from None
     finally:  # also when the event is cancelled (Stop, or the visitor left): the generator is closed here
-        player.finish()
-    yield picture(view, player, describe(player))
+        player.finish(animation)
+    if not player.superseded(animation):  # else the animation that took over draws the page
+        yield picture(view, player, describe(player))

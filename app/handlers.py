@@ -73,8 +73,7 @@ def on_replay(view: View, user: Player, delay, fast):
     if user.run is None:
         raise gr.Error("there is no run to replay: press Run, or load a run file")
     user.delay, user.fast = float(delay), bool(fast)
-    user.replay()
-    yield from play(view, user, None)
+    yield from play(view, user, None, replay=True)
 
 
 def on_load(view: View, user: Player, path):

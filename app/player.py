@@ -23,6 +23,7 @@ from .state import Run
 PAUSE, STOP = "pause", "stop"  # why an animation ends before the run does
 STAGE, LANE, WAITING = "stage", "lane", "waiting"  # what a tick shows
 WAIT_SLICE_S = 0.05  # how soon Pause and speed changes act during a pause between pictures
+HANDOVER_S = 120.0  # the longest an animation waits for this visitor's previous one to end (one lane-step)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class Player:
     _one_step: bool = field(default=False, repr=False)
     _shown: int = field(default=0, repr=False)  # stages shown by this animation
     _told_busy: bool = field(default=False, repr=False)
+    _asked: int = field(default=0, repr=False)  # animations asked for (each click of Run, Resume, Next, Replay)
+    _playing: int = field(default=0, repr=False)  # the number of the animation running, 0 when none
 
     # -- what the visitor's events do -----------------------------------------------------------------------
     def starting(self) -> None:
@@ -101,8 +104,26 @@ class Player:
         self.export_path, self.export_key = None, ()
 
     # -- the animation: begin, advance (and wait) until None, finish ----------------------------------------
-    def begin(self, one_step: bool = False) -> None:
+    def begin(self, one_step: bool = False) -> int | None:
+        """Start an animation, once this visitor's previous one has ended: a click that came before the buttons
+        turned off (Resume right after Next) asks the running one to end at its next tick, then plays; one
+        animation advances a player at a time, and the last click wins. Returns its number, or None when a
+        later click came while it waited (that one plays)."""
+        self._asked += 1
+        mine, waited = self._asked, bool(self._playing)
+        end = time.monotonic() + HANDOVER_S
+        while self._playing and time.monotonic() < end:
+            self.halt = self.halt or PAUSE
+            time.sleep(WAIT_SLICE_S)
+        if mine != self._asked or waited and self.halt == STOP:  # a later click, or Stop, came meanwhile
+            return None
+        self._playing = mine
         self.busy, self.halt, self._one_step, self._shown, self._told_busy = True, None, one_step, 0, False
+        return mine
+
+    def superseded(self, animation: int) -> bool:
+        """A later click has asked for another animation: this one ends without a last picture of its own."""
+        return animation != self._asked
 
     def advance(self, backend: Backend | None = None) -> Tick | None:
         """One tick: the next stage of the step on screen, else a lane-step of the race that is due (one behind
@@ -132,12 +153,17 @@ class Player:
         while not self.halt and not self.fast and time.monotonic() < end:
             time.sleep(WAIT_SLICE_S)
 
-    def finish(self) -> None:
-        """The animation has ended (also when its event was cancelled): a run whose lanes have all ended is freed."""
+    def finish(self, animation: int | None = None) -> None:
+        """The animation `animation` (None: the one running) has ended, also when its event was cancelled: a run
+        whose lanes have all ended is freed. The next animation may start only after all of this (it waits for
+        `_playing`)."""
+        if animation is not None and self._playing not in (0, animation):
+            return  # another animation has taken over since: the player is that one's
         self.busy = False
         if self.halt == STOP:
             self.stage = COMMITTED
         self._settle()
+        self._playing = 0
 
     def _show(self, stage: str) -> Tick:
         self.stage, self._shown = stage, self._shown + 1

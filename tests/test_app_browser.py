@@ -279,7 +279,9 @@ def test_animation_stop_pause_steps_replay_export_and_load(page, tmp_path):
     caption = page.locator("#caption").inner_text()
     page.click("#prev")
     expect(page.locator("#caption")).not_to_have_text(caption)
-    page.click("#next")
+    caption = page.locator("#caption").inner_text()
+    page.click("#next")  # the status says "Paused" already: wait for Next's step, then for its end
+    expect(page.locator("#caption")).not_to_have_text(caption)
     expect(page.locator("#status")).to_contain_text("Paused at step")
     page.check("#fast input[type=checkbox]")
     page.click("#resume")

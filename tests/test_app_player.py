@@ -65,6 +65,7 @@ def test_a_replay_shows_every_stage_once_and_next_shows_one_step():
     while player.advance() is not None:
         pass
     assert (player.cursor, player.stage) == (0, COMMITTED)
+    player.finish()
     player.fast = True
     player.begin(one_step=True)
     assert player.advance() is not None and player.advance() is None and player.cursor == 1
@@ -114,3 +115,36 @@ def test_stop_while_a_run_starts_ends_it_before_its_first_step():
     player.stop()  # pressed while the decoders are being made
     player.load(make_run(), live, LiveRuns())
     assert live.session is None and not player.can_compute and player.stopped
+
+
+def test_a_second_animation_waits_for_the_first_and_the_last_click_wins():
+    """Resume pressed while Next's one step still animates (the click came before the buttons turned off): one
+    animation advances the player at a time. The running one ends at its next tick without a last picture of
+    its own; the later one then plays from where it stopped, to the end of the run."""
+    import threading
+    import time
+
+    from app.animation import play
+
+    view = SimpleNamespace()
+    frames = {"next": [], "resume": []}
+    player = Player(delay=0.01)
+    player.load(make_run())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("app.animation.picture", lambda v, p, message, charts=True: (p.cursor, p.stage, message))
+        mp.setattr("app.animation.describe", lambda p: "paused" if p.more_to_show else "ended")
+        next_one = play(view, player, one_step=True)
+        frames["next"].append(next(next_one))  # Next's first stage is on screen; its animation goes on
+        resume = threading.Thread(target=lambda: frames["resume"].extend(play(view, player)))
+        resume.start()
+        while not player.superseded(1):  # Resume has asked and waits for Next's animation to end
+            time.sleep(0.001)
+        frames["next"].extend(next_one)
+        resume.join(timeout=10)
+    assert not resume.is_alive()
+    assert [f[2] for f in frames["next"]] == [frames["next"][0][2]]  # ended at its next tick, no last picture
+    shown = [f[:2] for f in frames["resume"][:-1]]
+    assert shown[0] != frames["next"][0][:2] and len(set(shown)) == len(shown)  # on from there, each stage once
+    assert frames["resume"][-1][2] == "ended" and (player.cursor, player.stage) == (len(player.run.records) - 1,
+                                                                                   COMMITTED)
+    assert not player.busy
