@@ -81,8 +81,8 @@ def on_load(view: View, user: Player, path):
     Either way the note under the button says, for this file, what became of it: a refusal in one line (and
     nothing else on screen changes), or what was loaded. Not a toast: Gradio drops a toast of an event when the
     same event fires again while it shows (gradio#5541, #9920), so every second refusal in a row went unseen.
-    A checked file's note comes first, alone: the browser then draws seven charts in one go (over a second on a
-    slow laptop), and the note should not wait for them."""
+    A checked file's note comes first, alone: the browser then draws the whole page in one go (0.8-0.9 s on the
+    project's 2-core machine), and the note should not wait for it."""
     if not path:
         raise gr.Error("no file was uploaded")
     user.loads += 1
