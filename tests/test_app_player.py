@@ -1,7 +1,10 @@
 """The Player without models: the race's schedule as a pure function of the lanes' progress, and the player's
 commands (Pause, Stop, Next, Prev, Replay, a new run, eviction) on recorded runs and stand-in decoders."""
+import threading
+import time
 from types import SimpleNamespace
 
+import gradio as gr
 import pytest
 from app_data import make_run
 
@@ -117,30 +120,35 @@ def test_stop_while_a_run_starts_ends_it_before_its_first_step():
     assert live.session is None and not player.can_compute and player.stopped
 
 
-def test_a_second_animation_waits_for_the_first_and_the_last_click_wins():
+def _playing(player: Player, mp):
+    """play() on `player` with pictures as (cursor, stage, status line): no view, no models."""
+    from app.animation import play
+
+    mp.setattr("app.animation.picture", lambda v, p, message, charts=True: (p.cursor, p.stage, message))
+    mp.setattr("app.animation.describe", lambda p: "paused" if p.more_to_show else "ended")
+    return lambda **kw: play(SimpleNamespace(), player, **kw)
+
+
+def _until(condition) -> None:
+    while not condition():
+        time.sleep(0.001)
+
+
+def test_a_second_animation_waits_for_the_first_and_the_last_click_wins(monkeypatch):
     """Resume pressed while Next's one step still animates (the click came before the buttons turned off): one
     animation advances the player at a time. The running one ends at its next tick without a last picture of
     its own; the later one then plays from where it stopped, to the end of the run."""
-    import threading
-    import time
-
-    from app.animation import play
-
-    view = SimpleNamespace()
     frames = {"next": [], "resume": []}
     player = Player(delay=0.01)
     player.load(make_run())
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("app.animation.picture", lambda v, p, message, charts=True: (p.cursor, p.stage, message))
-        mp.setattr("app.animation.describe", lambda p: "paused" if p.more_to_show else "ended")
-        next_one = play(view, player, one_step=True)
-        frames["next"].append(next(next_one))  # Next's first stage is on screen; its animation goes on
-        resume = threading.Thread(target=lambda: frames["resume"].extend(play(view, player)))
-        resume.start()
-        while not player.superseded(1):  # Resume has asked and waits for Next's animation to end
-            time.sleep(0.001)
-        frames["next"].extend(next_one)
-        resume.join(timeout=10)
+    play = _playing(player, monkeypatch)
+    next_one = play(one_step=True)
+    frames["next"].append(next(next_one))  # Next's first stage is on screen; its animation goes on
+    resume = threading.Thread(target=lambda: frames["resume"].extend(play()))
+    resume.start()
+    _until(lambda: player.superseded(1))  # Resume has asked and waits for Next's animation to end
+    frames["next"].extend(next_one)
+    resume.join(timeout=10)
     assert not resume.is_alive()
     assert [f[2] for f in frames["next"]] == [frames["next"][0][2]]  # ended at its next tick, no last picture
     shown = [f[:2] for f in frames["resume"][:-1]]
@@ -148,3 +156,25 @@ def test_a_second_animation_waits_for_the_first_and_the_last_click_wins():
     assert frames["resume"][-1][2] == "ended" and (player.cursor, player.stage) == (len(player.run.records) - 1,
                                                                                    COMMITTED)
     assert not player.busy
+
+
+def test_a_click_taken_over_while_it_waits_changes_nothing_on_screen(monkeypatch):
+    """Two clicks while an animation runs: the first of them, still waiting, is taken over by the second and
+    answers with no change at all (Gradio's skip); only the second plays."""
+    player = Player(delay=0.01)
+    player.load(make_run())
+    play = _playing(player, monkeypatch)
+    running = play(one_step=True)
+    next(running)
+    answers = {}
+    waiting = threading.Thread(target=lambda: answers.setdefault("second", list(play())))
+    waiting.start()
+    _until(lambda: player.superseded(1))
+    last = threading.Thread(target=lambda: answers.setdefault("third", list(play())))
+    last.start()
+    _until(lambda: player.superseded(2))
+    list(running)
+    waiting.join(timeout=10)
+    last.join(timeout=10)
+    assert answers["second"] == [gr.skip()]
+    assert answers["third"][-1][2] == "ended" and not player.busy
