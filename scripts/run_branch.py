@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gumiho_core.models import cache_dir  # noqa: E402
+from gumiho_core.training.workspace import run_dir  # noqa: E402
 
 
 MAKER = {**os.environ, **{f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
@@ -97,10 +97,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["save", "restore", "drop"])
     p.add_argument("run", help="the run's name (train --run)")
-    p.add_argument("--workdir", help="the training work folder (default: the cache's, as train uses)")
+    p.add_argument("--workdir", help="the training work folder, as train takes it (default: the cache's)")
+    p.add_argument("--target", default="default", help="the target, as train takes it (names the work folder)")
     args = p.parse_args()
-    folder = Path(args.workdir).expanduser() if args.workdir else cache_dir() / "train" / "default"
-    folder = folder / args.run
+    folder = run_dir(args)  # where `train --run` keeps it
     try:
         if args.action == "save":
             print(save(ROOT, folder, args.run))
