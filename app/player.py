@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -24,6 +25,8 @@ PAUSE, STOP = "pause", "stop"  # why an animation ends before the run does
 STAGE, LANE, WAITING = "stage", "lane", "waiting"  # what a tick shows
 WAIT_SLICE_S = 0.05  # how soon Pause and speed changes act during a pause between pictures
 HANDOVER_S = 120.0  # the longest an animation waits for this visitor's previous one to end (one lane-step)
+_HANDOVER = threading.Lock()  # makes each look at who plays, and what follows from it, one step (all players:
+# a Player must stay deep-copyable for gr.State, and these steps take microseconds)
 
 
 @dataclass(frozen=True)
@@ -109,17 +112,22 @@ class Player:
         turned off (Resume right after Next) asks the running one to end at its next tick, then plays; one
         animation advances a player at a time, and the last click wins. Returns its number, or None when a
         later click came while it waited (that one plays)."""
-        self._asked += 1
-        mine, waited = self._asked, bool(self._playing)
+        with _HANDOVER:
+            self._asked += 1
+            mine, waited = self._asked, bool(self._playing)
         end = time.monotonic() + HANDOVER_S
-        while self._playing and time.monotonic() < end:
-            self.halt = self.halt or PAUSE
+        while True:
+            with _HANDOVER:
+                if mine != self._asked:  # a later click came meanwhile: that one plays, and this one lets it be
+                    return None
+                if not self._playing or time.monotonic() >= end:
+                    if waited and self.halt == STOP:  # Stop came meanwhile
+                        return None
+                    self._playing = mine
+                    self.busy, self.halt, self._one_step, self._shown, self._told_busy = True, None, one_step, 0, False
+                    return mine
+                self.halt = self.halt or PAUSE
             time.sleep(WAIT_SLICE_S)
-        if mine != self._asked or waited and self.halt == STOP:  # a later click, or Stop, came meanwhile
-            return None
-        self._playing = mine
-        self.busy, self.halt, self._one_step, self._shown, self._told_busy = True, None, one_step, 0, False
-        return mine
 
     def superseded(self, animation: int) -> bool:
         """A later click has asked for another animation: this one ends without a last picture of its own."""
@@ -157,13 +165,14 @@ class Player:
         """The animation `animation` (None: the one running) has ended, also when its event was cancelled: a run
         whose lanes have all ended is freed. The next animation may start only after all of this (it waits for
         `_playing`)."""
-        if animation is not None and self._playing not in (0, animation):
-            return  # another animation has taken over since: the player is that one's
-        self.busy = False
-        if self.halt == STOP:
-            self.stage = COMMITTED
-        self._settle()
-        self._playing = 0
+        with _HANDOVER:
+            if animation is not None and self._playing not in (0, animation):
+                return  # another animation has taken over since: the player is that one's
+            self.busy = False
+            if self.halt == STOP:
+                self.stage = COMMITTED
+            self._settle()
+            self._playing = 0
 
     def _show(self, stage: str) -> Tick:
         self.stage, self._shown = stage, self._shown + 1

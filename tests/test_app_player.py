@@ -1,5 +1,6 @@
 """The Player without models: the race's schedule as a pure function of the lanes' progress, and the player's
 commands (Pause, Stop, Next, Prev, Replay, a new run, eviction) on recorded runs and stand-in decoders."""
+import random
 import threading
 import time
 from types import SimpleNamespace
@@ -9,7 +10,7 @@ import pytest
 from app_data import make_run
 
 from app.backend import BASELINE, MAIN, Lane, Live, LiveRuns, next_lane
-from app.player import STAGE, Player
+from app.player import STAGE, WAIT_SLICE_S, Player
 from app.stages import COMMITTED, stages
 
 
@@ -178,3 +179,28 @@ def test_a_click_taken_over_while_it_waits_changes_nothing_on_screen(monkeypatch
     last.join(timeout=10)
     assert answers["second"] == [gr.skip()]
     assert answers["third"][-1][2] == "ended" and not player.busy
+
+
+def test_a_click_taken_over_never_pauses_the_animation_that_took_over():
+    """A waiting click that a later one has taken over stops asking for the running animation to end: were it
+    still waiting when the later one begins, it would pause that one at its first tick. Which waiter wakes first
+    is up to the threads, so the scenario runs many times, with the waiters' polls at random phases."""
+    rng = random.Random(18)
+    for _ in range(20):
+        player = Player(delay=0.01)
+        player.load(make_run())
+        first = player.begin()
+        numbers = {}
+        waiters = [threading.Thread(target=lambda k=k: numbers.setdefault(k, player.begin()), daemon=True)
+                   for k in (2, 3)]
+        waiters[0].start()
+        _until(lambda: player.superseded(first))
+        time.sleep(rng.uniform(0, WAIT_SLICE_S))
+        waiters[1].start()
+        _until(lambda: player.superseded(2))
+        time.sleep(rng.uniform(0, WAIT_SLICE_S))
+        player.finish(first)
+        waiters[1].join(timeout=10)
+        time.sleep(0.15)  # three of the waiters' polls: long enough for a stale one to act
+        waiters[0].join(timeout=10)
+        assert numbers == {2: None, 3: 3} and player.halt is None and player.advance() is not None
