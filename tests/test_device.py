@@ -154,3 +154,31 @@ def test_auto_dtype_is_bf16_only_where_the_gpu_computes_it(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # A10G, L4, H100
     assert resolve_dtype("auto", cuda) == torch.bfloat16
     assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
+
+
+# -- training on an accelerator (both found by the first run on a GPU, 2026-12-04) ---------------------------
+def test_the_heads_a_run_trains_live_on_the_target_device():
+    """A run's drafter is made on the CPU; it must move to the target's device, or the first micro-step mixes them."""
+    from gumiho_core.training.trainer import TrainConfig, new_drafter
+    from tiny import tiny_target
+
+    target = tiny_target(seed=11, vocab=61, hidden=48, heads=4, kv_heads=2)
+    target.model.to("meta")  # a device other than the CPU that allocates nothing
+    drafter = new_drafter(target, torch.tensor([0, 5, 7]), TrainConfig(precision="fp32"))
+    assert {p.device.type for p in drafter.parameters()} == {"meta"}
+    assert drafter.shared.lm_head.device.type == "meta" and drafter.shared.lm_head.shape == (3, 48)
+
+
+def test_feature_noise_for_a_batch_on_the_device_mixes_no_devices():
+    """The noise is drawn on the host (the same draws on every device); the batch's lengths scale it there."""
+    from gumiho_core.training.batch import Batch, uniform_noise
+
+    B, T, H = 2, 5, 4
+    batch = Batch(*(place_tensor(t, GPU0) for t in (torch.zeros(B, T, H), torch.zeros(B, T, dtype=torch.long),
+                                                     torch.ones(B, T, dtype=torch.bool), torch.ones(B, T, dtype=torch.bool),
+                                                     torch.tensor([5, 3]))))
+    sim = SimulatedDevices()
+    with sim:
+        noise = uniform_noise(batch, 0.2, torch.Generator().manual_seed(0)).to(batch.hidden.device)
+    assert sim.mixed == [] and device_of(noise) == GPU0
+    assert noise.abs().max() <= 0.5 * 0.2 * 512 / 3  # (U - 0.5) * scale * 512 / length: the shorter row's bound

@@ -30,5 +30,5 @@ def collate(seqs) -> Batch:
 
 def uniform_noise(batch: Batch, scale: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """EAGLE's feature noise: (U - 0.5) * scale * 512 / sequence length, per sequence."""
-    u = torch.rand(batch.hidden.shape, generator=generator) - 0.5
-    return u * (scale * 512 / batch.lengths.clamp(min=1).float())[:, None, None]
+    u = torch.rand(batch.hidden.shape, generator=generator) - 0.5  # on the CPU: the same draws on every device
+    return u * (scale * 512 / batch.lengths.cpu().clamp(min=1).float())[:, None, None]

@@ -110,7 +110,7 @@ def new_drafter(target: Target, vocab_map: torch.Tensor | None, cfg: TrainConfig
             for p in layer.parameters():
                 if p.dim() == 2:
                     p.normal_(0.0, cfg.init_std)
-    return drafter.float().train()
+    return drafter.to(target.device).float().train()  # the fresh layers are made on the CPU
 
 
 def warm_drafter(target: Target, cfg: TrainConfig) -> GumihoDrafter:
