@@ -48,11 +48,12 @@ import os
 import platform
 import random
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from unittest import mock
 from pathlib import Path
 
@@ -138,25 +139,53 @@ def reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
+@dataclass
+class Timed:
+    """One method's runs and the wall seconds of each decoding step (prefills apart) over all of them."""
+    results: list = field(default_factory=list)
+    steps_s: list = field(default_factory=list)
+    prefills_s: list = field(default_factory=list)
+
+    def add(self, session) -> None:
+        spent = [0.0]
+
+        def lap(rec) -> None:  # compute_s is cumulative: a step's own time is the difference
+            (self.prefills_s if rec.index == 0 else self.steps_s).append(rec.compute_s - spent[0])
+            spent[0] = rec.compute_s
+        self.results.append(generate(session, keep_records=False, on_step=lap))
+
+
 def run_methods(target, drafter, prompts, new_tokens: int, tree: TreeConfig) -> dict:
     """Every method on every prompt, interleaved prompt by prompt, untraced (as the benchmark runs them)."""
-    runs = {m: [] for m in METHODS}
+    runs = {m: Timed() for m in METHODS}
     for prompt in prompts:
         for method in METHODS:
-            session = start(method, target, prompt, DecodeConfig(max_new_tokens=new_tokens), tree, drafter, trace=False)
-            runs[method].append(generate(session, keep_records=False))
+            runs[method].add(start(method, target, prompt, DecodeConfig(max_new_tokens=new_tokens), tree, drafter,
+                                   trace=False))
     return runs
 
 
+def step_times(timed: Timed) -> dict:
+    """Milliseconds per decoding step of the timed runs: a mean far above the median means a few slow steps (first
+    uses of kernels or shapes, allocations) weigh on tokens/s, which the breakdown's medians do not show."""
+    ms = lambda x: round(1000 * x, 3)  # noqa: E731
+    xs = sorted(timed.steps_s) or [0.0]
+    return {"mean": ms(statistics.fmean(xs)), "median": ms(statistics.median(xs)), "max": ms(xs[-1]),
+            "slowest_tenth_share": round(sum(xs[-max(1, len(xs) // 10):]) / max(sum(xs), 1e-12), 3),
+            "prefill_mean": ms(statistics.fmean(timed.prefills_s or [0.0]))}
+
+
 def summarise(target, prompts, runs: dict) -> dict:
-    """tokens/s, mean accepted length, and exactness against ar of each method."""
+    """tokens/s, mean accepted length, step times, and exactness against ar of each method."""
     out = {}
-    for method, results in runs.items():
+    for method, timed in runs.items():
+        results = timed.results
         tokens, wall, steps = (sum(getattr(r, k) for r in results) for k in ("new_tokens", "wall_s", "steps"))
-        row = {"tokens_per_s": round(tokens / wall, 2), "mean_accept_len": round((tokens - len(results)) / steps, 3)}
+        row = {"tokens_per_s": round(tokens / wall, 2), "mean_accept_len": round((tokens - len(results)) / steps, 3),
+               "step_ms": step_times(timed)}
         if method != "ar":
             parted = [first_divergence(target, p, a.token_ids, r.token_ids)
-                      for p, a, r in zip(prompts, runs["ar"], results)]
+                      for p, a, r in zip(prompts, runs["ar"].results, results)]
             row.update(identical=sum(d is None for d in parted), runs=len(results),
                        divergences=[d.to_dict() for d in parted if d is not None])
         out[method] = row
@@ -168,7 +197,7 @@ def measure_dtype(load, prompts, new_tokens: int, tree: TreeConfig, extras: bool
     t0 = time.perf_counter()
     target, drafter = load()
     reset_peak(target.device)
-    run_methods(target, drafter, prompts[:1], 4, tree)  # warm-up: kernels, allocator, caches
+    run_methods(target, drafter, prompts[:1], new_tokens, tree)  # warm-up, a whole run: kernels, shapes, allocator
     runs = run_methods(target, drafter, prompts, new_tokens, tree)
     report = {"peak_gpu_mib": peak_memory_mib(target.device)}  # before exactness's fp32 copies of the target
     report["methods"] = summarise(target, prompts, runs)
