@@ -182,3 +182,18 @@ def test_feature_noise_is_drawn_on_the_batch_device():
         noise = uniform_noise(batch, 0.2)
     assert sim.mixed == [] and device_of(noise) == GPU0
     assert noise.abs().max() <= 0.5 * 0.2 * 512 / 3  # (U - 0.5) * scale * 512 / length: the shorter row's bound
+
+
+def test_a_checkpoint_keeps_the_gpu_random_state_the_noise_is_drawn_from(monkeypatch):
+    """A resumed GPU run draws the same noise as an uninterrupted one only if the GPU's random state comes back."""
+    from gumiho_core.training.checkpoint import random_state, restore_random_state
+
+    cuda, gpu_state, restored = torch.device("cuda", 0), torch.arange(8, dtype=torch.uint8), []
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device: gpu_state if device == cuda else None)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: restored.append((state, device)))
+    state = random_state(cuda)
+    assert state["device_rng"] is gpu_state and random_state(torch.device("cpu"))["device_rng"] is None
+    restore_random_state(cuda, state)
+    assert restored == [(gpu_state, cuda)]
+    restore_random_state(cuda, {"torch_rng": torch.get_rng_state()})  # a checkpoint written before: nothing to set
+    assert len(restored) == 1

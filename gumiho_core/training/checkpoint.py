@@ -63,3 +63,15 @@ def load_checkpoint(path: Path, cfg, data: dict, free: tuple[str, ...]) -> dict:
                           f"({state['data']['tokens']} tokens), this run has {data['conversations']} "
                           f"({data['tokens']}); use the same data or another --run")
     return state
+
+
+def random_state(device: torch.device) -> dict:
+    """torch's random state and, on a GPU, the GPU's too (the feature noise is drawn where the batch is)."""
+    return {"torch_rng": torch.get_rng_state(),
+            "device_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+
+
+def restore_random_state(device: torch.device, state: dict) -> None:
+    torch.set_rng_state(state["torch_rng"])
+    if device.type == "cuda" and state.get("device_rng") is not None:
+        torch.cuda.set_rng_state(state["device_rng"], device)

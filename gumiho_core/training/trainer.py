@@ -15,7 +15,7 @@ from tqdm import tqdm
 from .data import Sequence, keep_share, split
 from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, check_draft_vocab, load_state, save_drafter
 from ..errors import GumihoError
-from .checkpoint import EpochProgress, load_checkpoint, save_checkpoint
+from .checkpoint import EpochProgress, load_checkpoint, random_state, restore_random_state, save_checkpoint
 from .objective import OBJECTIVES, LossWeights, collate, gumiho_loss, uniform_noise
 from .rollout import AS_DRAFTED, ROLLOUTS
 from .schedule import lr_at, micro_batches, step_ends  # noqa: F401  (re-exported)
@@ -97,16 +97,6 @@ def choose_draft_vocab(seqs: list[Sequence], size: int, target: Target) -> torch
     return torch.tensor(sorted(keep), dtype=torch.long)
 
 
-def device_rng(device: torch.device) -> torch.Tensor | None:
-    """The random state a GPU draws the feature noise from (a CPU's is torch's own, saved beside it)."""
-    return torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-
-
-def set_device_rng(device: torch.device, state: torch.Tensor | None) -> None:
-    if device.type == "cuda" and state is not None:
-        torch.cuda.set_rng_state(state, device)
-
-
 def new_drafter(target: Target, vocab_map: torch.Tensor | None, cfg: TrainConfig) -> GumihoDrafter:
     torch.manual_seed(cfg.seed)
     shared = target.shared_weights()
@@ -179,8 +169,7 @@ class Trainer:
         self.opt.load_state_dict(state["optimizer"])
         self.epoch, self.step, self.history = state["epoch"], state["step"], state["history"]
         self.rng.setstate(state["rng"])
-        torch.set_rng_state(state["torch_rng"])
-        set_device_rng(self.target.device, state.get("device_rng"))
+        restore_random_state(self.target.device, state)
         self.progress = EpochProgress.from_state(state.get("progress"))
         log.info("resumed from %s at epoch %d, step %d (micro-batch %d of the epoch)", path, self.epoch, self.step,
                  self.progress.micro)
@@ -293,7 +282,7 @@ class Trainer:
         state = {"drafter": {k: v for k, v in self.drafter.state_dict().items() if not k.startswith("rotary.")},
                  "optimizer": self.opt.state_dict(), "epoch": self.epoch, "step": self.step,
                  "history": self.history, "train_config": asdict(self.cfg), "rng": self.rng.getstate(),
-                 "torch_rng": torch.get_rng_state(), "device_rng": device_rng(self.target.device), "vocab_map": self.drafter.shared.vocab_map,
+                 **random_state(self.target.device), "vocab_map": self.drafter.shared.vocab_map,
                  "progress": self.progress.to_state(), "data": self.data_fingerprint()}
         save_checkpoint(self.out / "latest.pt", state)
         save_drafter(self.drafter, self.out / "drafter", dtype=torch.float16, extra=self._drafter_meta())
