@@ -170,8 +170,9 @@ def step_times(timed: Timed) -> dict:
     uses of kernels or shapes, allocations) weigh on tokens/s, which the breakdown's medians do not show."""
     ms = lambda x: round(1000 * x, 3)  # noqa: E731
     xs = sorted(timed.steps_s) or [0.0]
-    return {"mean": ms(statistics.fmean(xs)), "median": ms(statistics.median(xs)), "max": ms(xs[-1]),
-            "slowest_tenth_share": round(sum(xs[-max(1, len(xs) // 10):]) / max(sum(xs), 1e-12), 3),
+    tenth, share = max(1, len(xs) // 10), lambda part: round(sum(part) / max(sum(xs), 1e-12), 3)  # noqa: E731
+    return {"steps": len(timed.steps_s), "mean": ms(statistics.fmean(xs)), "median": ms(statistics.median(xs)),
+            "max": ms(xs[-1]), "slowest_tenth": tenth, "slowest_tenth_share": share(xs[-tenth:]),
             "prefill_mean": ms(statistics.fmean(timed.prefills_s or [0.0]))}
 
 
