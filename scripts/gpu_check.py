@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from unittest import mock
 from pathlib import Path
 
@@ -139,54 +139,48 @@ def reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-@dataclass
-class Timed:
-    """One method's runs and the wall seconds of each decoding step (prefills apart) over all of them."""
-    results: list = field(default_factory=list)
-    steps_s: list = field(default_factory=list)
-    prefills_s: list = field(default_factory=list)
-
-    def add(self, session) -> None:
-        spent = [0.0]
-
-        def lap(rec) -> None:  # compute_s is cumulative: a step's own time is the difference
-            (self.prefills_s if rec.index == 0 else self.steps_s).append(rec.compute_s - spent[0])
-            spent[0] = rec.compute_s
-        self.results.append(generate(session, keep_records=False, on_step=lap))
-
-
 def run_methods(target, drafter, prompts, new_tokens: int, tree: TreeConfig) -> dict:
     """Every method on every prompt, interleaved prompt by prompt, untraced (as the benchmark runs them)."""
-    runs = {m: Timed() for m in METHODS}
+    runs = {m: [] for m in METHODS}
     for prompt in prompts:
         for method in METHODS:
-            runs[method].add(start(method, target, prompt, DecodeConfig(max_new_tokens=new_tokens), tree, drafter,
-                                   trace=False))
+            session = start(method, target, prompt, DecodeConfig(max_new_tokens=new_tokens), tree, drafter, trace=False)
+            runs[method].append(generate(session))  # records kept: step_times reads them
     return runs
 
 
-def step_times(timed: Timed) -> dict:
-    """Milliseconds per decoding step of the timed runs: a mean far above the median means a few slow steps (first
-    uses of kernels or shapes, allocations) weigh on tokens/s, which the breakdown's medians do not show."""
+def step_times(results) -> dict:
+    """Milliseconds per decoding step of the timed runs, each step whole (inside step()) and its stages alone
+    (draft + verify + commit). A mean far above the median means a few slow steps weigh on tokens/s, which the
+    breakdown's medians do not show; whole steps far above their stages mean time spent outside the stages, and
+    "record_mean" is what each step()'s wall time holds beyond its own count (building its record)."""
+    whole, stages, prefills, records = [], [], [], 0.0
+    for run in results:
+        spent = [0.0] + [rec.compute_s for rec in run.records]  # cumulative: a step's own time is a difference
+        laps = [b - a for a, b in zip(spent, spent[1:])]
+        prefills.append(laps[0])
+        whole += laps[1:]
+        stages += [rec.seconds for rec in run.records[1:]]
+        records += run.wall_s - spent[-1]
+    xs, tenth = sorted(whole) or [0.0], max(1, len(whole) // 10)
     ms = lambda x: round(1000 * x, 3)  # noqa: E731
-    xs = sorted(timed.steps_s) or [0.0]
-    tenth, share = max(1, len(xs) // 10), lambda part: round(sum(part) / max(sum(xs), 1e-12), 3)  # noqa: E731
-    return {"steps": len(timed.steps_s), "mean": ms(statistics.fmean(xs)), "median": ms(statistics.median(xs)),
-            "max": ms(xs[-1]), "slowest_tenth": tenth, "slowest_tenth_share": share(xs[-tenth:]),
-            "prefill_mean": ms(statistics.fmean(timed.prefills_s or [0.0]))}
+    return {"steps": len(whole), "mean": ms(statistics.fmean(xs)), "median": ms(statistics.median(xs)),
+            "max": ms(xs[-1]), "stages_mean": ms(statistics.fmean(stages or [0.0])), "slowest_tenth": tenth,
+            "slowest_tenth_share": round(sum(xs[-tenth:]) / max(sum(xs), 1e-12), 3),
+            "prefill_mean": ms(statistics.fmean(prefills or [0.0])),
+            "record_mean": ms(records / max(1, len(whole) + len(prefills)))}
 
 
 def summarise(target, prompts, runs: dict) -> dict:
     """tokens/s, mean accepted length, step times, and exactness against ar of each method."""
     out = {}
-    for method, timed in runs.items():
-        results = timed.results
+    for method, results in runs.items():
         tokens, wall, steps = (sum(getattr(r, k) for r in results) for k in ("new_tokens", "wall_s", "steps"))
         row = {"tokens_per_s": round(tokens / wall, 2), "mean_accept_len": round((tokens - len(results)) / steps, 3),
-               "step_ms": step_times(timed)}
+               "step_ms": step_times(results)}
         if method != "ar":
             parted = [first_divergence(target, p, a.token_ids, r.token_ids)
-                      for p, a, r in zip(prompts, runs["ar"].results, results)]
+                      for p, a, r in zip(prompts, runs["ar"], results)]
             row.update(identical=sum(d is None for d in parted), runs=len(results),
                        divergences=[d.to_dict() for d in parted if d is not None])
         out[method] = row

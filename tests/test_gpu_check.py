@@ -54,7 +54,8 @@ def test_tiny_pair_on_a_cpu_writes_the_report(tmp_path):
             times = row["step_ms"]  # the timed runs' own steps: a mean far above the median is a few slow steps
             assert 0 < times["median"] <= times["max"] and 0 < times["mean"] <= times["max"]
             assert times["slowest_tenth"] / times["steps"] <= times["slowest_tenth_share"] <= 1  # k of n: >= k/n
-            assert times["prefill_mean"] > 0
+            assert times["prefill_mean"] > 0 and 0 < times["stages_mean"] <= times["mean"]  # stages: parts of a step
+            assert times["record_mean"] >= 0  # step()'s wall time holds its own count
         for method in ("gumiho", "serial"):
             row = part["methods"][method]
             assert row["runs"] == gpu_check.QUICK.prompts and 0 <= row["identical"] <= row["runs"]
