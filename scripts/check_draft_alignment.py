@@ -106,7 +106,8 @@ def main(argv=None) -> int:
               for q, _ in steps if q in hits]
         print(f"{name}: top-1 per depth at the engine's {len(at)} positions {_fmt(conditional(at))}")
     every = [h for seq, row in zip(seqs, rows) for h in actual_hits(drafter, seq, len(row["prompt_ids"])).values()]
-    print(f"teacher-forced serial top-1: trainer's metric {metrics['serial_top1']:.3f}; against the actual tokens "
+    print(f"teacher-forced serial top-1: trainer's metric {metrics.floats()['serial_top1']:.3f}; against the actual "
+          f"tokens "
           f"{sum(every) / len(every):.3f} over {len(every)} positions")
     return 0
 

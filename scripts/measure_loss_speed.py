@@ -12,6 +12,7 @@ rollouts. Prints one JSON line. Compare versions only as ratios measured in one 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import random
 import sys
@@ -41,18 +42,23 @@ def main(argv=None) -> int:
 
     target = load_target()
     seqs = load_corpus(args.corpus, Path(args.workdir) / "features", target.config.hidden_size)
-    cfg = TrainConfig(precision=args.precision, holdout=0.0, micro_tokens=args.micro_tokens)
+    rollout = {"rollout": args.rollout} if args.rollout else {}
+    cfg = TrainConfig(precision=args.precision, holdout=0.0, micro_tokens=args.micro_tokens, **rollout)
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(target, seqs, cfg, out)
     batches = micro_batches(trainer.train_seqs, cfg.micro_tokens, random.Random(0))
     weights = OBJECTIVES[cfg.objective].at_epoch(0, cfg.ce_fraction)
-    extra = {"rollout": args.rollout} if args.rollout else {}
+    extra = dict(rollout)
 
     def one(micro) -> tuple[int, int]:
-        batch = trainer._on_device(micro)
+        if "weights" in inspect.signature(trainer._on_device).parameters:  # since the loss plan (plan.py)
+            batch, noise, plan = trainer._on_device(micro, weights, metrics=False)
+            extra.update(plan=plan, rollout=cfg.rollout)
+        else:
+            batch = trainer._on_device(micro)
+            noise = uniform_noise(batch, cfg.noise)
         with trainer._autocast():
-            loss, _ = gumiho_loss(trainer.drafter, batch, weights, uniform_noise(batch, cfg.noise), metrics=False,
-                                  **extra)
+            loss, _ = gumiho_loss(trainer.drafter, batch, weights, noise, metrics=False, **extra)
         loss.backward()
         return int(batch.valid.sum()), int((batch.valid & batch.assistant).sum())
 
@@ -64,7 +70,7 @@ def main(argv=None) -> int:
         tokens, answer = tokens + t, answer + a
     s = time.perf_counter() - t0
     print(json.dumps({"code": args.code or "this", "precision": args.precision,
-                      "rollout": args.rollout or "teacher-forced", "micro_batches": args.micro_batches,
+                      "rollout": extra.get("rollout", "teacher-forced"), "micro_batches": args.micro_batches,
                       "micro_tokens": args.micro_tokens, "seconds": round(s, 1), "tok_s": round(tokens / s, 1),
                       "answer_tok_s": round(answer / s, 1)}))
     return 0

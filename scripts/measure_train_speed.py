@@ -30,13 +30,14 @@ def _count(trainer, sums: dict, steps: int) -> None:
     `steps` more."""
     on_device, step = trainer._on_device, trainer._optimizer_step
 
-    def counted_batch(micro):
-        batch = on_device(micro)
+    def counted_batch(micro, *args, **kwargs):
+        moved = on_device(micro, *args, **kwargs)
+        batch = moved[0] if isinstance(moved, tuple) else moved  # (batch, noise, plan) since the loss plan
         if sums["t0"] is not None:
             sums["padded"] += batch.valid.numel()
             sums["tokens"] += int(batch.valid.sum())
             sums["answer"] += int((batch.valid & batch.assistant).sum())
-        return batch
+        return moved
 
     def counted_step():
         step()

@@ -33,7 +33,7 @@ def top1(drafter, seqs, rollout: str) -> dict[str, float]:
         batch = collate(micro)
         _, metrics = gumiho_loss(drafter, batch, OBJECTIVES["distill"], rollout=rollout)
         tokens = int(batch.valid.sum())
-        for k, v in metrics.items():
+        for k, v in metrics.floats().items():
             if k.endswith("_top1"):
                 sums[k] = sums.get(k, 0.0) + v * tokens
         n += tokens

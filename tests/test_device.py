@@ -4,6 +4,7 @@ import types
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import DynamicCache
 
 import gumiho_core.measure.costs as costs
@@ -197,3 +198,61 @@ def test_a_checkpoint_keeps_the_gpu_random_state_the_noise_is_drawn_from(monkeyp
     assert restored == [(gpu_state, cuda)]
     restore_random_state(cuda, {"torch_rng": torch.get_rng_state()})  # a checkpoint written before: nothing to set
     assert len(restored) == 1
+
+
+
+WAITS = ("_local_scalar_dense", "nonzero", "_unique2", "unique_dim", "unique_consecutive", "masked_select",
+         "is_nonzero", "equal")
+
+
+class _Waits(TorchDispatchMode):
+    """Records, while `on`, the ops that make a CUDA host wait for the queue: a value read into Python, and an op
+    whose result's size depends on the values (nonzero, unique, masked_select, indexing by a boolean mask)."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits, self.on = [], False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.__name__.split(".")[0]
+        indices = args[1] if name.startswith("index") and isinstance(args[1], (list, tuple)) else ()
+        if self.on and (name in WAITS or any(i is not None and i.dtype == torch.bool for i in indices)):
+            self.waits.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_training_micro_step_never_waits_for_the_device(monkeypatch, tmp_path):
+    """What the data decides (the rows that count, the heads' rows, the CE's sampled positions) is planned on the
+    host before the batch moves (training/plan.py); from there a micro-step, backward included, queues its ops
+    without reading the device. Before, it waited ~40 times on a GPU (each nonzero, boolean index, metric read)."""
+    import random
+
+    from gumiho_core.training.data import Sequence
+    from gumiho_core.training.objective import gumiho_loss
+    from gumiho_core.training.rollout import ROLLOUTS
+    from gumiho_core.training.trainer import TrainConfig, Trainer, micro_batches
+    from tiny import tiny_target
+
+    target = tiny_target(seed=11, vocab=61, hidden=48, heads=4, kv_heads=2)
+    g = torch.Generator().manual_seed(0)
+    seqs = [Sequence(torch.randn(n, 48, generator=g), torch.randint(0, 61, (n,), generator=g), torch.arange(n) >= 3)
+            for n in (19, 25, 31, 14)]
+    for rollout in ROLLOUTS:
+        trainer = Trainer(target, seqs, TrainConfig(precision="fp32", draft_vocab=30, holdout=0.0, rollout=rollout),
+                          tmp_path / rollout)
+        weights, micro, mode = trainer._weights(), micro_batches(seqs, 4096, random.Random(0))[0], _Waits()
+        planned = trainer._on_device
+
+        def on_device(*args, **kwargs):
+            moved = planned(*args, **kwargs)
+            mode.on = True  # the batch and its plan are on the device from here
+            return moved
+
+        monkeypatch.setattr(trainer, "_on_device", on_device)
+        with mode:
+            trainer._micro_step(micro, weights)
+        assert mode.waits == [] and trainer.progress.tokens == sum(len(s.ids) for s in micro), (rollout, mode.waits)
+        batch, noise, _ = planned(micro, weights, metrics=False)
+        with mode:  # the control: the same loss planned from the batch on the device waits
+            gumiho_loss(trainer.drafter, batch, weights, noise, metrics=False, rollout=rollout)
+        assert mode.waits.count("nonzero") >= 3 and "_local_scalar_dense" in mode.waits, mode.waits

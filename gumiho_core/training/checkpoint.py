@@ -25,17 +25,30 @@ class EpochProgress:
     seconds: float = 0.0
     tokens: int = 0
     sums: dict = field(default_factory=Counter)  # metric -> sum over micro-batches of value * tokens
+    # sums not yet read from the device: metric names -> [names] tensor, added to `sums` when read
+    pending: dict = field(default_factory=dict, repr=False)
 
-    def add(self, metrics: dict[str, float], tokens: int) -> None:
-        for k, v in metrics.items():
-            self.sums[k] = self.sums.get(k, 0.0) + v * tokens
+    def add(self, metrics, tokens: int) -> None:
+        """Add a micro-batch's objective.Metrics, weighed by its tokens, where they are (no read of the device)."""
+        held = self.pending.get(metrics.names)
+        weighed = metrics.values.double() * tokens  # float64: an epoch sums thousands of them
+        self.pending[metrics.names] = weighed if held is None else held + weighed
         self.tokens += tokens
 
+    def _read(self) -> None:
+        for names, values in self.pending.items():
+            for k, v in zip(names, values.tolist()):
+                self.sums[k] = self.sums.get(k, 0.0) + v
+        self.pending.clear()
+
     def means(self, prefix: str) -> dict[str, float]:
+        self._read()
         return {f"{prefix}{k}": v / self.tokens for k, v in self.sums.items()} if self.tokens else {}
 
     def to_state(self) -> dict:
-        return {**asdict(self), "sums": dict(self.sums)}
+        self._read()
+        return {"rng": self.rng, "micro": self.micro, "seconds": self.seconds, "tokens": self.tokens,
+                "sums": dict(self.sums)}
 
     @classmethod
     def from_state(cls, state: dict | None) -> "EpochProgress":

@@ -1,9 +1,11 @@
-"""Training data for the drafter: the target's own answers (self-distillation) and its features.
+"""Training data for the drafter, as the trainer reads it: conversations with the target's features.
 
-1. `generate_answers`: the target answers each prompt under its chat template, in batches,
-   greedily and by sampling; one JSON line per answer, appended as batches finish (resumable).
+1. The target's own answers are made by `distill.generate_corpus` and stored as token ids (`corpus.py`);
+   `load_corpus` joins them to their features (`distill.extract_part_features`).
 2. `extract_features`: one target forward over each conversation records the last layer's
    (post-norm) hidden states; shards of safetensors on disk (resumable).
+3. `split`, `keep_share`: the held-out conversations and the share trained on; `choose_draft_vocab`: the
+   tokens the heads may draft, the most frequent of the training data.
 A user can bring conversations instead: JSONL lines of {"messages": [{"role", "content"}, ...]}
 or {"prompt", "answer"}.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,3 +195,20 @@ def keep_share(seqs: list[Sequence], fraction: float) -> list[Sequence]:
         raise GumihoError("--data-fraction takes a share of the corpus's prompts; these conversations have no "
                           "prompt keys (your own --conversations): train on all of them")
     return [s for s in seqs if _in_fraction(s.group, fraction)]
+
+
+def choose_draft_vocab(seqs: list[Sequence], size: int, target: Target) -> torch.Tensor | None:
+    """The `size` most frequent tokens of the training conversations (end tokens always in), sorted ids."""
+    if size <= 0 or size >= target.vocab_size:
+        return None
+    counts = Counter()
+    for s in seqs:
+        counts.update(s.ids.tolist())
+    keep = set(target.eos_ids)
+    for tok, _ in counts.most_common():
+        if len(keep) >= size:
+            break
+        keep.add(tok)
+    covered = sum(c for t, c in counts.items() if t in keep) / max(1, sum(counts.values()))
+    log.info("draft vocabulary: %d tokens cover %.2f%% of training tokens", len(keep), 100 * covered)
+    return torch.tensor(sorted(keep), dtype=torch.long)

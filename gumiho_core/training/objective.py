@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 from ..drafter import GumihoDrafter
 from .batch import Batch, collate, uniform_noise  # noqa: F401  (collate, uniform_noise: re-exported)
-from .rollout import ROLLOUT_FNS, TEACHER_FORCED, Rollout
+from .plan import LossPlan, loss_plan
+from .rollout import ROLLOUT_FNS, TEACHER_FORCED, Rollout, serial_outputs
 
 
 TOPK_METRIC = 10  # also report whether the target's token is among the drafter's best 10 (what a tree can catch)
@@ -45,51 +46,6 @@ OBJECTIVES = {
     "paper": LossWeights(),
     "distill": LossWeights(serial_ce=1.0, mlp_ce=1.0, mlp_ce_from_epoch=0),
 }
-
-
-@dataclass(frozen=True)
-class Part:
-    """One prediction of the loss: features pred [N, H] for the target positions flat [N] (b * T + t)."""
-
-    name: str
-    pred: torch.Tensor
-    flat: torch.Tensor
-    l1_weight: float
-    ce_weight: float
-
-
-def _serial_parts(r: Rollout, batch: Batch, counts: torch.Tensor, weights: LossWeights) -> list[Part]:
-    """Serial step k at pair j predicts f_{j+k}: pairs whose token counts and whose target is real."""
-    B, T = batch.ids.shape
-    parts = []
-    for k, o in enumerate(r.serial, 1):
-        rows = counts[:, :T - k] & batch.valid[:, k:]  # [B, T-k]
-        b, j = rows.nonzero(as_tuple=True)
-        parts.append(Part("serial" if k == 1 else f"serial{k}", o[b, j], b * T + j + k, weights.serial_l1,
-                          weights.serial_ce))
-    return parts
-
-
-def _head_parts(drafter, r: Rollout, batch: Batch, counts: torch.Tensor, weights: LossWeights,
-                n_heads: int) -> list[Part]:
-    """MLP head m at pair j predicts f_{j+s+1+m}; the heads run once on the rows where head 0 has a target."""
-    s, (B, T) = drafter.cfg.serial_steps, batch.ids.shape
-    L = r.heads_in.shape[1]
-    if not n_heads or L <= 0:
-        return []
-    rows = counts[:, :L] & batch.valid[:, s + 1:s + 1 + L]
-    b, j = rows.nonzero(as_tuple=True)
-    feats = drafter.heads(r.heads_in[b, j], n_heads)  # [heads, N, H]
-    parts = []
-    for m in range(n_heads):
-        t = j + s + 1 + m
-        ok = t < T
-        ok[ok.clone()] = batch.valid[b[ok], t[ok]]
-        if not ok.any():
-            break
-        scale = weights.head_decay ** (m + 1) * weights.mlp_scale
-        parts.append(Part(f"mlp{m + 1}", feats[m][ok], b[ok] * T + t[ok], scale, scale * weights.mlp_ce))
-    return parts
 
 
 CE_ROWS = 64  # rows per chunk of the fused soft cross-entropy: [64, 8192] fp32 is 2 MB, a core's L2 cache
@@ -124,74 +80,85 @@ class SoftCrossEntropy(torch.autograd.Function):
         return dz, None, None
 
 
-def _soft_ce(drafter, hidden: torch.Tensor, parts: list[Part], keep: torch.Tensor | None, metrics: bool) -> list:
-    """Per part, (CE, agreement or None) against the target's distribution softmax(lm_head(f_t)).
+@dataclass(frozen=True)
+class Metrics:
+    """A loss's parts by name (per-head L1, CE, top-1 agreement; "loss" the total), still where the loss was
+    computed: one tensor, read into Python at once by floats()."""
+
+    names: tuple[str, ...]
+    values: torch.Tensor  # [len(names)], detached
+
+    def floats(self) -> dict[str, float]:
+        return dict(zip(self.names, self.values.tolist()))
+
+
+def _predictions(drafter, r: Rollout, plan: LossPlan) -> dict[str, torch.Tensor]:
+    """Each part's predicted features [N, H], gathered by the plan's indices (no mask, no host read)."""
+    H = r.serial[0].shape[-1]
+    feats, n_heads = None, 1 + max(p.head for p in plan.parts) if plan.parts else 0
+    if n_heads:
+        rows = r.heads_in.reshape(-1, r.heads_in.shape[-1])[plan.head_rows]  # [R, s*H]
+        feats = drafter.heads(rows, n_heads)  # [heads, R, H]
+    return {p.name: r.serial[p.step - 1].reshape(-1, H)[p.src] if p.step else feats[p.head][p.src]
+            for p in plan.parts}
+
+
+def _soft_ce(drafter, hidden: torch.Tensor, plan: LossPlan, preds: dict, metrics: bool) -> dict:
+    """Per part with a CE, (CE, (top-1, top-k) agreement or None) against the target's softmax(lm_head(f_t)).
 
     That distribution at position t is the same for every prediction of t (serial step 1 at t-1, step 2 at t-2,
     head m at t-3-m): it is computed once per position, and all predictions go through the lm_head together.
-    keep [B*T] (or None = all) samples the positions that enter the CE.
     """
-    sel = [p.flat if keep is None else p.flat[keep[p.flat]] for p in parts]
-    preds = [p.pred if keep is None else p.pred[keep[p.flat]] for p in parts]
-    need = torch.cat(sel).unique()  # sorted target positions
-    if not len(need):
-        return [(hidden.new_zeros(()), None)] * len(parts)
+    parts = [p for p in plan.parts if p.ce is not None]
+    if not plan.need.numel():
+        return {p.name: (hidden.new_zeros(()), None) for p in parts}
     with torch.no_grad():
-        target = torch.softmax(drafter.logits(hidden[need]).float(), -1)  # [M, V'] once per position
-    rows = torch.searchsorted(need, torch.cat(sel))  # [N]: each prediction's row of target
-    logits = drafter.logits(torch.cat(preds))  # [N, V']
-    nll = SoftCrossEntropy.apply(logits, target, rows)  # [N]
-    sizes = [len(f) for f in sel]
-    wants = target.argmax(-1)[rows].split(sizes) if metrics else [None] * len(sizes)  # the target's own token
-    out = []
-    for part_nll, part_logits, want in zip(nll.split(sizes), logits.split(sizes), wants):
+        target = torch.softmax(drafter.logits(hidden[plan.need]).float(), -1)  # [M, V'] once per position
+    logits = drafter.logits(torch.cat([preds[p.name][p.ce] for p in parts]))  # [N, V']
+    nll = SoftCrossEntropy.apply(logits, target, plan.rows)  # [N]
+    wants = target.argmax(-1)[plan.rows].split(plan.sizes) if metrics else [None] * len(parts)  # the target's token
+    out = {}
+    for p, part_nll, part_logits, want in zip(parts, nll.split(plan.sizes), logits.split(plan.sizes), wants):
         ce = part_nll.mean() if len(part_nll) else nll.sum() * 0
-        out.append((ce, _agreement(want, part_logits) if metrics and len(part_nll) else None))
+        out[p.name] = (ce, _agreement(want, part_logits) if metrics and len(part_nll) else None)
     return out
 
 
-def _agreement(want: torch.Tensor, logits: torch.Tensor) -> tuple[float, float]:
+def _agreement(want: torch.Tensor, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(top-1, top-k) agreement of the drafter's choices with the target's own next token want [N]."""
     top = logits.topk(min(TOPK_METRIC, logits.shape[-1]), -1).indices  # [N, k]
-    return (top[:, 0] == want).float().mean().item(), (top == want[:, None]).any(-1).float().mean().item()
+    return (top[:, 0] == want).float().mean(), (top == want[:, None]).any(-1).float().mean()
 
 
-def _ce_positions(batch: Batch, weights: LossWeights, metrics: bool) -> torch.Tensor | None:
-    """The positions whose CE counts this step: a random ce_fraction of them in training (an unbiased estimate:
-    the 8k-way softmax dominates a CPU step), all when measuring."""
-    if metrics or weights.ce_fraction >= 1:
-        return None
-    return torch.rand(batch.ids.numel(), device=batch.ids.device) < weights.ce_fraction
-
-
-def _record(out: dict, name: str, l1, ce, agree) -> None:
-    out.update({f"{name}_l1": l1.item(), f"{name}_ce": ce.item()})
-    if agree is not None:
-        out[f"{name}_top1"], out[f"{name}_top{TOPK_METRIC}"] = agree
+def plan_for(drafter: GumihoDrafter, batch: Batch, weights: LossWeights, n_heads: int | None = None,
+             metrics: bool = True, rollout: str = TEACHER_FORCED) -> LossPlan:
+    """The loss plan of `batch` (see plan.py), for this drafter and rollout, on the host."""
+    s = drafter.cfg.serial_steps
+    return loss_plan(batch, serial_outputs(rollout, s), s, drafter.cfg.mlp_heads if n_heads is None else n_heads,
+                     weights, metrics)
 
 
 def gumiho_loss(drafter: GumihoDrafter, batch: Batch, weights: LossWeights, noise: torch.Tensor | None = None,
-                n_heads: int | None = None, metrics: bool = True,
-                rollout: str = TEACHER_FORCED) -> tuple[torch.Tensor, dict[str, float]]:
-    """The total loss and its parts (per-head L1, CE and top-1 agreement with the target).
+                n_heads: int | None = None, metrics: bool = True, rollout: str = TEACHER_FORCED,
+                plan: LossPlan | None = None) -> tuple[torch.Tensor, Metrics]:
+    """The total loss and its parts (per-head L1, CE and top-1 agreement with the target), as `Metrics`.
 
-    Only positions that count (answer pairs with a real target) reach the lm_head, and parts whose CE weight is
-    0 skip it entirely unless `metrics` asks for their top-1 agreement.
+    `plan`: plan_for's for this batch with the same settings, moved to the batch's device (the trainer makes it
+    from the host copy of the batch); None makes it here, reading the batch's masks back. Only positions that
+    count reach the lm_head, and parts whose CE weight is 0 skip it unless `metrics` asks for their agreement.
     """
-    n_heads = drafter.cfg.mlp_heads if n_heads is None else n_heads
+    plan = plan or plan_for(drafter, batch, weights, n_heads, metrics, rollout).to(batch.hidden.device)
     r = ROLLOUT_FNS[rollout](drafter, batch, noise)
-    counts = batch.valid[:, 1:] & batch.assistant[:, 1:]  # pairs whose token is an answer token
-    parts = _serial_parts(r, batch, counts, weights) + _head_parts(drafter, r, batch, counts, weights, n_heads)
-    parts = [p for p in parts if len(p.flat)]
+    assert len(r.serial) == plan.serial_steps, f"a plan for {plan.serial_steps} serial outputs; {len(r.serial)} made"
+    preds = _predictions(drafter, r, plan)
     hidden = batch.hidden.reshape(-1, batch.hidden.shape[-1])  # [B*T, H]
-    with_ce = [p for p in parts if p.ce_weight > 0 or metrics]
-    ce = dict(zip((p.name for p in with_ce), _soft_ce(drafter, hidden, with_ce, _ce_positions(batch, weights, metrics),
-                                                      metrics)))
-    total, out = hidden.new_zeros(()), {}
-    for p in parts:
-        l1 = F.smooth_l1_loss(p.pred.float(), hidden[p.flat], reduction="none").mean(-1).mean()
+    ce = _soft_ce(drafter, hidden, plan, preds, metrics)
+    total, names, values = hidden.new_zeros(()), [], []
+    for p in plan.parts:
+        l1 = F.smooth_l1_loss(preds[p.name].float(), hidden[p.flat], reduction="none").mean(-1).mean()
         part_ce, agree = ce.get(p.name, (l1.new_zeros(()), None))
         total = total + p.l1_weight * l1 + p.ce_weight * part_ce
-        _record(out, p.name, l1, part_ce, agree)
-    out["loss"] = total.item()
-    return total, out
+        names += [f"{p.name}_l1", f"{p.name}_ce"] + ([f"{p.name}_top1", f"{p.name}_top{TOPK_METRIC}"] if agree else [])
+        values += [l1, part_ce, *(agree or ())]
+    values = torch.stack([v.detach().float() for v in values + [total]])
+    return total, Metrics(tuple(names) + ("loss",), values)

@@ -99,5 +99,10 @@ def as_drafted(drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None 
 ROLLOUT_FNS = {TEACHER_FORCED: teacher_forced, AS_DRAFTED: as_drafted}
 
 
+def serial_outputs(name: str, serial_steps: int) -> int:
+    """How many serial steps' outputs a rollout makes (Rollout.serial): teacher-forced runs step 1 alone."""
+    return serial_steps if name == AS_DRAFTED else 1
+
+
 def rollout(name: str, drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None = None) -> Rollout:
     return ROLLOUT_FNS[name](drafter, batch, noise)

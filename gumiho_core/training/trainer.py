@@ -5,23 +5,23 @@ import json
 import logging
 import random
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from .data import Sequence, keep_share, split
+from .data import Sequence, choose_draft_vocab, keep_share, split
 from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, check_draft_vocab, load_state, save_drafter
 from ..errors import GumihoError
 from .checkpoint import EpochProgress, load_checkpoint, random_state, restore_random_state, save_checkpoint
-from .objective import OBJECTIVES, LossWeights, collate, gumiho_loss, uniform_noise
+from .objective import OBJECTIVES, LossWeights, Metrics, collate, gumiho_loss, plan_for, uniform_noise
 from .rollout import AS_DRAFTED, ROLLOUTS
 from .schedule import lr_at, micro_batches, step_ends  # noqa: F401  (re-exported)
 from ..target import Target
 
 log = logging.getLogger(__name__)
+LOSS_SHOWN_EVERY = 10  # optimizer steps between the progress bar's loss readings
 
 
 @dataclass(frozen=True)
@@ -78,23 +78,6 @@ class TrainConfig:
 
 # Settings a run may change when it resumes: they decide when to stop or save, not what a step computes.
 RESUMABLE_CHANGES = ("epochs", "checkpoint_minutes", "checkpoint_steps", "keep_steps")
-
-
-def choose_draft_vocab(seqs: list[Sequence], size: int, target: Target) -> torch.Tensor | None:
-    """The `size` most frequent tokens of the training conversations (end tokens always in), sorted ids."""
-    if size <= 0 or size >= target.vocab_size:
-        return None
-    counts = Counter()
-    for s in seqs:
-        counts.update(s.ids.tolist())
-    keep = set(target.eos_ids)
-    for tok, _ in counts.most_common():
-        if len(keep) >= size:
-            break
-        keep.add(tok)
-    covered = sum(c for t, c in counts.items() if t in keep) / max(1, sum(counts.values()))
-    log.info("draft vocabulary: %d tokens cover %.2f%% of training tokens", len(keep), 100 * covered)
-    return torch.tensor(sorted(keep), dtype=torch.long)
 
 
 def new_drafter(target: Target, vocab_map: torch.Tensor | None, cfg: TrainConfig) -> GumihoDrafter:
@@ -181,9 +164,13 @@ class Trainer:
         dev = self.target.device.type
         return torch.autocast(dev, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16")
 
-    def _on_device(self, micro: list[Sequence]):
-        batch = collate(micro)
-        return type(batch)(*(getattr(batch, f.name).to(self.target.device) for f in fields(batch)))
+    def _on_device(self, micro: list[Sequence], weights: LossWeights, metrics: bool):
+        """The micro-batch and its loss plan (made on the host, plan.py) on the device; noise for training."""
+        host, device = collate(micro), self.target.device
+        batch = type(host)(*(getattr(host, f.name).to(device, non_blocking=True) for f in fields(host)))
+        noise = None if metrics else uniform_noise(batch, self.cfg.noise)
+        plan = plan_for(self.drafter, host, weights, metrics=metrics, rollout=self.cfg.rollout)
+        return batch, noise, plan.to(device)
 
     def finished(self) -> bool:
         return self.step >= self.cfg.steps if self.cfg.steps else self.epoch >= self.cfg.epochs
@@ -201,15 +188,15 @@ class Trainer:
             self.total_steps = self.step - done + self.steps_per_epoch * (self.cfg.epochs - self.epoch)
         return batches, set(ends)
 
-    def _micro_step(self, micro: list[Sequence], weights: LossWeights) -> dict:
-        batch = self._on_device(micro)
-        tokens = int(batch.valid.sum())
+    def _micro_step(self, micro: list[Sequence], weights: LossWeights) -> Metrics:
+        """Forward and backward of one micro-batch; nothing is read back to the host (the metrics stay on the
+        device, summed there until a checkpoint or the epoch's end reads them)."""
+        batch, noise, plan = self._on_device(micro, weights, metrics=False)
         with self._autocast():
-            loss, metrics = gumiho_loss(self.drafter, batch, weights,
-                                        uniform_noise(batch, self.cfg.noise),
-                                        metrics=False, rollout=self.cfg.rollout)
-        (loss * tokens / self.cfg.tokens_per_step).backward()
-        self.progress.add(metrics, tokens)
+            loss, metrics = gumiho_loss(self.drafter, batch, weights, noise, metrics=False, rollout=self.cfg.rollout,
+                                        plan=plan)
+        (loss * plan.tokens / self.cfg.tokens_per_step).backward()
+        self.progress.add(metrics, plan.tokens)
         return metrics
 
     def train_epoch(self, until: int | None = None) -> dict | None:
@@ -221,9 +208,10 @@ class Trainer:
                    leave=False)
         for i in bar:
             metrics = self._micro_step(batches[i], weights)
-            bar.set_postfix(loss=f"{metrics['loss']:.3f}", step=self.step)
             if i not in ends:
                 continue
+            if self.step % LOSS_SHOWN_EVERY == 0:  # a read of the device, so not at every micro-batch
+                bar.set_postfix(loss=f"{metrics.floats()['loss']:.3f}", step=self.step)
             self._optimizer_step()
             self.progress.micro, self.progress.seconds = i + 1, time.time() - t0
             if self.finished() and i + 1 < len(batches):
@@ -267,11 +255,12 @@ class Trainer:
             return {}
         self.drafter.eval()
         progress = EpochProgress()
+        weights = OBJECTIVES[self.cfg.objective]
         for micro in micro_batches(self.val_seqs, self.cfg.micro_tokens, random.Random(0)):
-            batch = self._on_device(micro)
+            batch, _, plan = self._on_device(micro, weights, metrics=True)
             with self._autocast():
-                _, metrics = gumiho_loss(self.drafter, batch, OBJECTIVES[self.cfg.objective], rollout=self.cfg.rollout)
-            progress.add(metrics, int(batch.valid.sum()))
+                _, metrics = gumiho_loss(self.drafter, batch, weights, rollout=self.cfg.rollout, plan=plan)
+            progress.add(metrics, plan.tokens)
         self.drafter.train()
         return progress.means("val_")
 

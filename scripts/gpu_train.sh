@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The long training run on a lent GPU, in calls of at most 10 minutes, so that a lease cut short still brings
+# heads home (README, "Training heads for a target", the long run).
+#
+#     bash scripts/gpu_train.sh RUN SECONDS [train options...]
+#
+# One call: extract the features if this machine lacks them, then train run RUN (`python -m gumiho_core.train
+# train --run RUN [train options]`) until SECONDS have passed since the call began, checkpointing every minute.
+# A later call on the same warm machine resumes the run exactly where it stopped (same options). Every 30 s,
+# and at the end, the run's current heads, history and data record are packed into $OUT as heads.tar.0, .1, ...
+# (15 MB pieces: a device call returns files of at most 16 MiB; `cat heads.tar.* | tar x` joins them). When the
+# run has finished, the heads it kept (--keep-steps) and its last ones are evaluated side by side (8 held-out
+# prompts, 96 tokens, the authors' tree, T=0) into $OUT/eval-<heads>.json with the time left.
+#
+# Environment: OUT (required: where results go), GUMIHO_CACHE (the cache the run lives in),
+# GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3).
+set -u
+RUN=${1:?usage: gpu_train.sh RUN SECONDS [train options]}
+SECONDS_MAX=${2:?usage: gpu_train.sh RUN SECONDS [train options]}
+shift 2
+: "${OUT:?set OUT to the folder results go to}"
+PY=${PYTHON:-python3}
+DEV=${GUMIHO_TRAIN_DEVICE:-cuda}
+WORK=$($PY -c "from gumiho_core.models import cache_dir; print(cache_dir() / 'train' / 'default')")
+R="$WORK/$RUN"
+left() { echo $((SECONDS_MAX - SECONDS)); }
+
+snap() {
+    [ -f "$R/drafter/config.json" ] || return 0
+    tar cf "$OUT/.heads.tar" -C "$R" drafter history.json data.json 2>/dev/null || return 0
+    rm -f "$OUT"/heads.tar.*
+    split -b 15000000 -d -a 1 "$OUT/.heads.tar" "$OUT/heads.tar."
+    rm -f "$OUT/.heads.tar"
+}
+
+$PY -m gumiho_core.train extract-features --device "$DEV" --data-dtype float32 "$@" >> "$OUT/extract.log" 2>&1 \
+    || { echo "extract-features failed: see extract.log"; exit 1; }
+( while sleep 30; do snap; done ) &
+LOOP=$!
+timeout "$(( $(left) - 15 ))" $PY -m gumiho_core.train train --device "$DEV" --run "$RUN" --checkpoint-minutes 1 "$@" \
+    >> "$OUT/train.log" 2>&1
+CODE=$?
+kill $LOOP 2>/dev/null
+snap
+echo "train exited $CODE after $SECONDS s (124: stopped by the time limit; call again to resume)"
+[ $CODE -eq 0 ] || exit $CODE
+
+for heads in "$R"/drafter-step* "$R/drafter"; do
+    [ -f "$heads/config.json" ] || continue
+    name=$(basename "$heads")
+    OMP_NUM_THREADS=2 timeout "$(( $(left) - 5 ))" $PY -m gumiho_core.train evaluate --device "$DEV" \
+        --draft "$heads" --eval-n 8 --eval-tokens 96 --eval-out "$OUT/eval-$name.json" > "$OUT/eval-$name.log" 2>&1 &
+done
+wait
+ls "$OUT"/eval-*.json 2>/dev/null | wc -l | xargs echo "evaluations written:"
