@@ -130,3 +130,27 @@ def test_the_data_curve_plots_the_losses_where_its_points_have_them(tmp_path):
 
     widths = [Image.open(tmp_path / f"{n}.png").size[0] for n in ("old", "new")]
     assert widths[1] > 1.4 * widths[0]  # a third panel: train and held-out loss
+
+
+def test_calibration_counts_every_node_against_the_target_choice_after_its_parent():
+    """Worked by hand: the root's target choice is 7, node 1's is 4; node 2 (token 8) and node 3 (token 5) miss."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from gumiho_core.acceptance import Acceptance
+    from gumiho_core.tree import DraftTree
+    from gumiho_core.verify import Verdict
+
+    tree = DraftTree(tokens=(1, 7, 8, 5), parents=(-1, 0, 0, 1), depth=(0, 1, 1, 2),
+                     proposer=("root", "serial1", "serial1", "mlp1"),
+                     logprob=(0.0, math.log(0.5), math.log(0.25), math.log(0.8)), score=(0.0, 0.0, 0.0, 0.0))
+    verdict = Verdict(accepted=(0, 1), bonus=4, target_token=(7, 4, 9, 2), target_prob=())
+    acc = Acceptance()
+    acc.add_step(SimpleNamespace(tree=tree, verdict=verdict, new_token_ids=(7, 4)))
+    assert acc.calibration() == {"mlp1": {"nodes": 1, "mean_prob": 0.8, "agreement": 0.0},
+                                 "serial1": {"nodes": 2, "mean_prob": 0.375, "agreement": 0.5}}
+    e = _eval(2.5, 2.4)
+    e["gumiho"]["calibration"] = e["serial"]["calibration"] = acc.calibration()
+    text = card.model_card(replace(_facts({}, []), evaluation=e))
+    assert "| gumiho | serial1 | 2 | 0.375 | 0.500 |" in text and "| serial | mlp1 | 1 | 0.800 | 0.000 |" in text
+    assert "Calibration" not in card.model_card(_facts({}, []))  # an evaluation made before it was recorded

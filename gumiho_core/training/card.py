@@ -125,7 +125,22 @@ def _acceptance(f: Facts) -> list[str]:
             "", *_depth_table([(m, e[m]) for m in ("gumiho", "serial")]), "",
             "Depth d's rate is P(the accepted path reaches depth d | it reached depth d-1); outputs equal plain "
             "decoding's. Measure with `python -m gumiho_core.train evaluate --draft "
-            f"assets/smollm2-135m-instruct-gumiho --eval-n {e['prompts']}`.", ""]
+            f"assets/smollm2-135m-instruct-gumiho --eval-n {e['prompts']}`.", "", *_calibration(e)]
+
+
+def _calibration(e: dict) -> list[str]:
+    """Each proposer's mean draft probability beside how often the target agreed, over every drafted node."""
+    if "calibration" not in e["gumiho"]:
+        return []  # an evaluation made before it was recorded
+    out = ["Calibration, over every node of those trees: a proposer's mean draft probability beside how often its "
+           "token was the target's own choice after the node's parent. Where the two agree the tree's scores rank "
+           "nodes by their real chances, so what a tree accepts is bounded by the heads' accuracy, not by the "
+           "tree's choice.", "", "| drafting | proposer | nodes | mean draft probability | agreed with the target |",
+           "|---|---|---|---|---|"]
+    for m in ("gumiho", "serial"):
+        for name, c in e[m]["calibration"].items():
+            out.append(f"| {m} | {name} | {c['nodes']:,} | {c['mean_prob']:.3f} | {c['agreement']:.3f} |")
+    return out + [""]
 
 
 def _objectives(f: Facts) -> list[str]:
