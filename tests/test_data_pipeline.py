@@ -104,6 +104,7 @@ from pathlib import Path  # noqa: E402
 
 from gumiho_core.jsonl import read_jsonl  # noqa: E402
 from gumiho_core.training.prompts import DedupIndex, keep_new, passage_in, questions_in  # noqa: E402
+from gumiho_core.training.workspace import training_prompt_files  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,8 +134,7 @@ def test_the_training_prompt_files_hold_no_near_copy_of_an_evaluation_prompt():
     for name in ("heldout.jsonl", "mtbench_style.jsonl"):
         for row in read_jsonl(ROOT / "prompts" / name, required=("prompt",)):
             banned.add(row["prompt"])
-    files = [f for f in (ROOT / "prompts" / "train.jsonl", ROOT / "prompts" / "train_generated.jsonl") if f.is_file()]
-    rows = [r for f in files for r in read_jsonl(f, required=("prompt",))]
+    rows = [r for f in training_prompt_files() for r in read_jsonl(f, required=("prompt",))]
     assert len(rows) >= 694
     leaks = [r["prompt"] for r in rows if banned.near(r["prompt"])]
     assert not leaks, leaks[:3]
@@ -162,9 +162,22 @@ def test_the_committed_corpus_answers_only_training_prompts():
     if not folder.is_dir():
         pytest.skip("no committed corpus in this checkout")
     keys = {r.prompt_key for r in read_corpus(folder)}
-    train = {prompt_key(r["prompt"]) for f in ("train.jsonl", "train_generated.jsonl")
-             for r in read_jsonl(ROOT / "prompts" / f, required=("prompt",))}
+    train = {prompt_key(r["prompt"]) for f in training_prompt_files() for r in read_jsonl(f, required=("prompt",))}
     evaluation = {prompt_key(r["prompt"]) for f in ("heldout.jsonl", "mtbench_style.jsonl")
                   for r in read_jsonl(ROOT / "prompts" / f, required=("prompt",))}
     assert keys and keys <= train, sorted(keys - train)[:3]
     assert not keys & evaluation
+
+
+def test_every_make_prompts_file_is_read_as_training_prompts_by_default():
+    """generate-data's default prompts: the hand-written file, then each prompts/train_generated*.jsonl, so a
+    make-prompts run with its own --topics and --out adds prompts without rewriting the earlier files."""
+    from types import SimpleNamespace
+
+    from gumiho_core.training.workspace import training_prompts
+
+    names = [f.name for f in training_prompt_files()]
+    assert names[:2] == ["train.jsonl", "train_generated.jsonl"] and "train_generated_2.jsonl" in names
+    rows = training_prompts(SimpleNamespace(prompts=None))
+    sizes = [sum(1 for line in f.read_text().splitlines() if line.strip()) for f in training_prompt_files()]
+    assert len(rows) == sum(sizes) and len(rows) >= 694 + 1276 + 848

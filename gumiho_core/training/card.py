@@ -10,7 +10,7 @@ from ..config import MAX_DEPTH
 from ..timing import device_name
 from .corpus import read_corpus
 from .datacurve import HEADS, scaling_section
-from .workspace import TRAIN_PROMPTS_HAND, TRAIN_PROMPTS_MADE, corpus_dir_for, run_dir, workdir_for
+from .workspace import TRAIN_PROMPTS_HAND, corpus_dir_for, run_dir, training_prompt_files, workdir_for
 
 STEPS = "steps.json"  # in a run folder: the step curve
 ROLLOUT_WORDS = {"teacher-forced": "built from the target's true features (the paper's)",
@@ -61,8 +61,8 @@ def _objective_result(run: Path) -> dict:
 
 def corpus_stats(args) -> dict:
     rows = read_corpus(corpus_dir_for(args)) if corpus_dir_for(args).is_dir() else []
-    sources = Counter(json.loads(line).get("source", "?") for line in TRAIN_PROMPTS_MADE.read_text().splitlines()) \
-        if TRAIN_PROMPTS_MADE.is_file() else Counter()
+    sources = Counter(json.loads(line).get("source", "?") for f in training_prompt_files()[1:]
+                      for line in f.read_text().splitlines() if line.strip())
     hand = sum(1 for line in TRAIN_PROMPTS_HAND.read_text().splitlines() if line.strip())
     return {"answers": len(rows), "prompts": len({r.prompt_key for r in rows}),
             "answer_tokens": sum(len(r.answer_ids) for r in rows), "modes": dict(Counter(r.mode for r in rows)),
@@ -79,7 +79,7 @@ def _data(f: Facts) -> list[str]:
     made = ", ".join(f"{n} {s}" for s, n in sorted(c["made_prompts"].items()))
     return ["## Data", "",
             f"Self-distillation: the target's own answers to {c['prompts']:,} training prompts ({c['hand_prompts']} "
-            f"written by hand in `prompts/train.jsonl`; `prompts/train_generated.jsonl` made by `make-prompts`: "
+            f"written by hand in `prompts/train.jsonl`; `prompts/train_generated*.jsonl` made by `make-prompts`: "
             f"{made}), {c['answers']:,} answers "
             f"({', '.join(f'{n:,} {m}' for m, n in sorted(c['modes'].items()))}), {c['answer_tokens']:,} answer "
             "tokens, committed as token ids in `data/` (see data/README.md). No evaluation prompt, nor a near-copy "

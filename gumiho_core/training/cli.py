@@ -40,7 +40,9 @@ ALL = ("generate-data", "extract-features", "train", "evaluate")
 def data_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--prompts", help="comma-separated JSONL files of {\"prompt\": ...} (default: the project's "
-                   "training prompts, prompts/train.jsonl and prompts/train_generated.jsonl)")
+                   "training prompts, prompts/train.jsonl and every prompts/train_generated*.jsonl)")
+    g.add_argument("--topics", help="make-prompts: the seed topics, category -> topics (default: "
+                   "prompts/seed_topics.json)")
     g.add_argument("--modes", default="greedy,t0.7,t1.0,t0.85", help="answers per prompt: greedy and/or "
                    "t<temperature>")
     g.add_argument("--rows", type=int, default=DistillDefaults.rows, help="answers generated at once, per worker")
@@ -97,7 +99,9 @@ def output_args(p: argparse.ArgumentParser) -> None:
     e.add_argument("--eval-tokens", type=int, default=128, help="new tokens per prompt")
     e.add_argument("--eval-out", help="where to write the JSON report (default: <run folder>/evaluation.json)")
     e.add_argument("--ship-to", help="ship: destination folder (default: assets/smollm2-135m-instruct-gumiho)")
-    e.add_argument("--out", help="export: the folder to write the authors' layout into")
+    e.add_argument("--out", help="export: the folder to write the authors' layout into; make-prompts: the prompt "
+                   "file to write (default: prompts/train_generated.jsonl; another prompts/train_generated*.jsonl "
+                   "is read as training prompts too)")
     e.add_argument("--recipe", default="`python -m gumiho_core.train all` (the defaults)",
                    help="ship: how the heads were trained, as the model card should say it")
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from ..errors import GumihoError
 from ..jsonl import read_jsonl
@@ -14,24 +15,27 @@ from . import prompts as P
 from .corpus import read_corpus
 from .data import extract_features
 from .distill import DistillConfig, extract_part_features, generate_corpus, parse_modes
-from .workspace import (EVALUATION_PROMPTS, SEED_TOPICS, TRAIN_PROMPTS_HAND, TRAIN_PROMPTS_MADE, corpus_dir_for,
-                        features_dir_for, training_prompts, workdir_for)
+from .workspace import (EVALUATION_PROMPTS, SEED_TOPICS, TRAIN_PROMPTS_MADE, corpus_dir_for, features_dir_for,
+                        training_prompt_files, training_prompts, workdir_for)
 
 log = logging.getLogger(__name__)
 
 
 def cmd_make_prompts(args, models) -> None:
-    """Write prompts/train_generated.jsonl: template tasks over seed topics, and questions and passages the
-    target writes; near-copies of each other, of prompts/train.jsonl and of the evaluation prompts are dropped."""
-    topics = json.loads(SEED_TOPICS.read_text())
+    """Write --out (prompts/train_generated.jsonl): template tasks over the seed topics of --topics, and questions
+    and passages the target writes; near-copies of each other, of the training prompts already kept (by hand and
+    in the other make-prompts files) and of the evaluation prompts are dropped."""
+    topics_file, out = Path(args.topics or SEED_TOPICS), Path(args.out or TRAIN_PROMPTS_MADE)
+    topics = json.loads(topics_file.read_text())
     target, rows = models.data_target(), args.rows
     candidates = (P.template_prompts(topics) + P.written_questions(target, topics, 2, args.seed, rows)
                   + P.passage_prompts(target, topics, 4, args.seed, rows))
-    known = [r["prompt"] for r in read_jsonl(TRAIN_PROMPTS_HAND, required=("prompt",))]
+    known = [r["prompt"] for f in training_prompt_files() if f.resolve() != out.resolve()
+             for r in read_jsonl(f, required=("prompt",))]
     excluded = [r["prompt"] for f in EVALUATION_PROMPTS for r in read_jsonl(f, required=("prompt",))]
     kept = P.keep_new(candidates, known, excluded)
-    TRAIN_PROMPTS_MADE.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
-    log.info("%d candidates, %d new prompts kept in %s", len(candidates), len(kept), TRAIN_PROMPTS_MADE)
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
+    log.info("%d candidates, %d new prompts kept in %s", len(candidates), len(kept), out)
 
 
 def cmd_generate_data(args, models) -> None:

@@ -11,6 +11,7 @@ REPO = ASSETS.parent
 PROMPTS_DIR = REPO / "prompts"
 TRAIN_PROMPTS_HAND = PROMPTS_DIR / "train.jsonl"  # written by hand
 TRAIN_PROMPTS_MADE = PROMPTS_DIR / "train_generated.jsonl"  # make-prompts: templates and the target's own
+MADE_PATTERN = "train_generated*.jsonl"  # every make-prompts file (one per seed-topic file: --topics, --out)
 SEED_TOPICS = PROMPTS_DIR / "seed_topics.json"
 HELDOUT = PROMPTS_DIR / "heldout.jsonl"
 EVALUATION_PROMPTS = (HELDOUT, PROMPTS_DIR / "mtbench_style.jsonl")  # never training data
@@ -40,9 +41,13 @@ def run_dir(args, run: str | None = None) -> Path:
 
 
 def training_prompts(args) -> list[dict]:
-    files = [Path(f) for f in args.prompts.split(",")] if args.prompts else \
-        [f for f in (TRAIN_PROMPTS_HAND, TRAIN_PROMPTS_MADE) if f.is_file()]
+    files = [Path(f) for f in args.prompts.split(",")] if args.prompts else training_prompt_files()
     return [row for f in files for row in read_jsonl(f, required=("prompt",))]
+
+
+def training_prompt_files() -> list[Path]:
+    """The project's training prompts: those written by hand, then every make-prompts file."""
+    return [f for f in (TRAIN_PROMPTS_HAND, *sorted(PROMPTS_DIR.glob(MADE_PATTERN))) if f.is_file()]
 
 
 def trained_heads(args) -> Path:
