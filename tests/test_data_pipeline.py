@@ -181,3 +181,26 @@ def test_every_make_prompts_file_is_read_as_training_prompts_by_default():
     rows = training_prompts(SimpleNamespace(prompts=None))
     sizes = [sum(1 for line in f.read_text().splitlines() if line.strip()) for f in training_prompt_files()]
     assert len(rows) == sum(sizes) and len(rows) >= 694 + 1276 + 848
+
+
+@pytest.mark.parametrize("topics,out,match", [
+    ("missing.json", "prompts/train_generated_9.jsonl", "--topics .*missing.json: not a readable JSON file"),
+    ("bad.json", "prompts/train_generated_9.jsonl", "--topics .*bad.json: expected"),
+    ("prompts/seed_topics_2.json", "prompts/heldout.jsonl", "--out prompts/heldout.jsonl: make-prompts would "
+                                                            "overwrite"),
+    ("prompts/seed_topics_2.json", "prompts/train.jsonl", "would overwrite prompts that are not its own"),
+])
+def test_make_prompts_refuses_bad_topics_and_protected_outputs_before_loading_the_model(tmp_path, monkeypatch,
+                                                                                         topics, out, match):
+    from types import SimpleNamespace
+
+    from gumiho_core.errors import GumihoError
+    from gumiho_core.training.data_commands import cmd_make_prompts
+
+    (tmp_path / "bad.json").write_text('{"math": "fractions"}')
+    monkeypatch.chdir(ROOT)
+    topics = topics if topics.startswith("prompts/") else str(tmp_path / topics)
+    models = SimpleNamespace(data_target=lambda: pytest.fail("the model was loaded before the arguments were checked"))
+    with pytest.raises(GumihoError, match=match):
+        cmd_make_prompts(SimpleNamespace(topics=topics, out=out, rows=4, seed=0), models)
+    assert (ROOT / "prompts" / "heldout.jsonl").stat().st_size > 0

@@ -15,8 +15,8 @@ from . import prompts as P
 from .corpus import read_corpus
 from .data import extract_features
 from .distill import DistillConfig, extract_part_features, generate_corpus, parse_modes
-from .workspace import (EVALUATION_PROMPTS, SEED_TOPICS, TRAIN_PROMPTS_MADE, corpus_dir_for, features_dir_for,
-                        training_prompt_files, training_prompts, workdir_for)
+from .workspace import (EVALUATION_PROMPTS, SEED_TOPICS, TRAIN_PROMPTS_HAND, TRAIN_PROMPTS_MADE, corpus_dir_for,
+                        features_dir_for, training_prompt_files, training_prompts, workdir_for)
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +25,10 @@ def cmd_make_prompts(args, models) -> None:
     """Write --out (prompts/train_generated.jsonl): template tasks over the seed topics of --topics, and questions
     and passages the target writes; near-copies of each other, of the training prompts already kept (by hand and
     in the other make-prompts files) and of the evaluation prompts are dropped."""
-    topics_file, out = Path(args.topics or SEED_TOPICS), Path(args.out or TRAIN_PROMPTS_MADE)
-    topics = json.loads(topics_file.read_text())
+    topics, out = seed_topics(Path(args.topics or SEED_TOPICS)), Path(args.out or TRAIN_PROMPTS_MADE)
+    if out.resolve() in {f.resolve() for f in (*EVALUATION_PROMPTS, TRAIN_PROMPTS_HAND)}:
+        raise GumihoError(f"--out {out}: make-prompts would overwrite prompts that are not its own; name a new "
+                          "file (prompts/train_generated_<n>.jsonl is read as training prompts)")
     target, rows = models.data_target(), args.rows
     candidates = (P.template_prompts(topics) + P.written_questions(target, topics, 2, args.seed, rows)
                   + P.passage_prompts(target, topics, 4, args.seed, rows))
@@ -36,6 +38,18 @@ def cmd_make_prompts(args, models) -> None:
     kept = P.keep_new(candidates, known, excluded)
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
     log.info("%d candidates, %d new prompts kept in %s", len(candidates), len(kept), out)
+
+
+def seed_topics(path: Path) -> dict[str, list[str]]:
+    """The seed topics file (category -> topics), refused with its name where it is missing or malformed."""
+    try:
+        topics = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise GumihoError(f"--topics {path}: not a readable JSON file ({e})") from None
+    if not isinstance(topics, dict) or not all(isinstance(v, list) and all(isinstance(t, str) for t in v)
+                                               for v in topics.values()):
+        raise GumihoError(f"--topics {path}: expected {{category: [topic, ...]}}, a list of strings per category")
+    return topics
 
 
 def cmd_generate_data(args, models) -> None:
