@@ -1,4 +1,5 @@
-"""Acceptance statistics of real speculative decoding runs: tokens per target pass, per-depth acceptance."""
+"""Acceptance statistics of real speculative decoding runs: tokens per target pass, per-depth acceptance, and
+each proposer's calibration."""
 from __future__ import annotations
 
 import math
@@ -21,9 +22,6 @@ class Acceptance:
     reached: list = field(default_factory=list)  # per depth 0..max_depth: steps whose path reached depth d - 1
     accepted: list = field(default_factory=list)  # ... and of those, steps that accepted a token at depth d
     histogram: list = field(default_factory=list)  # per accepted length 0..max_depth
-    # per proposer ("serial1", "mlp2", ...): [nodes drafted, sum of their draft probabilities, nodes whose token
-    # is the target's argmax after their parent]; whether a proposer's confidence means what it says
-    proposals: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for counts in (self.reached, self.accepted, self.histogram):
@@ -41,15 +39,6 @@ class Acceptance:
             if a >= d - 1:
                 self.reached[d] += 1
                 self.accepted[d] += a >= d
-        self._add_proposals(rec.tree, rec.verdict)
-
-    def _add_proposals(self, tree, verdict) -> None:
-        """Every node, verified or not: the target's logits at each node saw its true ancestry (Verdict)."""
-        for i in range(1, len(tree)):
-            tally = self.proposals.setdefault(tree.proposer[i], [0, 0.0, 0])
-            tally[0] += 1
-            tally[1] += math.exp(tree.logprob[i])
-            tally[2] += tree.tokens[i] == verdict.target_token[tree.parents[i]]
 
     def add(self, run: RunResult) -> None:
         for rec in run.records:
@@ -64,14 +53,38 @@ class Acceptance:
         return [self.accepted[d] / self.reached[d] if self.reached[d] else float("nan")
                 for d in range(1, self.max_depth + 1)]
 
-    def calibration(self) -> dict[str, dict]:
-        """Per proposer: nodes drafted, their mean draft probability and how often the target's greedy choice
-        agreed. Close to each other: the tree's scores (cumulative draft log-probs) rank nodes by their real
-        chances, so the heads' accuracy, not the tree's choice, bounds what a tree accepts."""
-        return {name: {"nodes": n, "mean_prob": round(p / n, 4), "agreement": round(hits / n, 4)}
-                for name, (n, p, hits) in sorted(self.proposals.items())}
-
     def to_dict(self) -> dict:
         return {"steps": self.steps, "mean_accept_len": round(self.mean_accept_len, 4),
                 "per_depth": [round(x, 4) for x in self.per_depth()],
-                "accept_histogram": self.histogram, "calibration": self.calibration()}
+                "accept_histogram": self.histogram}
+
+
+@dataclass
+class Calibration:
+    """Whether each proposer's confidence means what it says, over every drafted node, verified or not (the
+    target's logits at each node saw its true ancestry, Verdict.target_token).
+
+    Per proposer ("serial1", "mlp2", ...): nodes drafted, their mean draft probability, and how often the token
+    was the target's greedy choice after the node's parent. Close to each other: the tree's scores (cumulative
+    draft log-probs) rank nodes by their real chances, so the heads' accuracy, not the tree's choice, bounds
+    what a tree accepts."""
+
+    tally: dict = field(default_factory=dict)  # proposer -> [nodes, sum of draft probabilities, agreements]
+
+    def add_step(self, rec: StepRecord) -> None:
+        tree, verdict = rec.tree, rec.verdict
+        if verdict is None:
+            return
+        for i in range(1, len(tree)):
+            t = self.tally.setdefault(tree.proposer[i], [0, 0.0, 0])
+            t[0] += 1
+            t[1] += math.exp(tree.logprob[i])
+            t[2] += tree.tokens[i] == verdict.target_token[tree.parents[i]]
+
+    def add(self, run: RunResult) -> None:
+        for rec in run.records:
+            self.add_step(rec)
+
+    def to_dict(self) -> dict[str, dict]:
+        return {name: {"nodes": n, "mean_prob": round(p / n, 4), "agreement": round(hits / n, 4)}
+                for name, (n, p, hits) in sorted(self.tally.items())}

@@ -137,7 +137,7 @@ def test_calibration_counts_every_node_against_the_target_choice_after_its_paren
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from gumiho_core.acceptance import Acceptance
+    from gumiho_core.acceptance import Calibration
     from gumiho_core.tree import DraftTree
     from gumiho_core.verify import Verdict
 
@@ -145,12 +145,12 @@ def test_calibration_counts_every_node_against_the_target_choice_after_its_paren
                      proposer=("root", "serial1", "serial1", "mlp1"),
                      logprob=(0.0, math.log(0.5), math.log(0.25), math.log(0.8)), score=(0.0, 0.0, 0.0, 0.0))
     verdict = Verdict(accepted=(0, 1), bonus=4, target_token=(7, 4, 9, 2), target_prob=())
-    acc = Acceptance()
-    acc.add_step(SimpleNamespace(tree=tree, verdict=verdict, new_token_ids=(7, 4)))
-    assert acc.calibration() == {"mlp1": {"nodes": 1, "mean_prob": 0.8, "agreement": 0.0},
+    calibration = Calibration()
+    calibration.add_step(SimpleNamespace(tree=tree, verdict=verdict))
+    assert calibration.to_dict() == {"mlp1": {"nodes": 1, "mean_prob": 0.8, "agreement": 0.0},
                                  "serial1": {"nodes": 2, "mean_prob": 0.375, "agreement": 0.5}}
     e = _eval(2.5, 2.4)
-    e["gumiho"]["calibration"] = e["serial"]["calibration"] = acc.calibration()
+    e["gumiho"]["calibration"] = e["serial"]["calibration"] = calibration.to_dict()
     text = card.model_card(replace(_facts({}, []), evaluation=e))
     assert "| gumiho | serial1 | 2 | 0.375 | 0.500 |" in text and "| serial | mlp1 | 1 | 0.800 | 0.000 |" in text
     assert "Calibration" not in card.model_card(_facts({}, []))  # an evaluation made before it was recorded

@@ -8,7 +8,7 @@ could not queue the next ops while the GPU ran the last ones.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -44,22 +44,21 @@ class LossPlan:
     def to(self, device: torch.device) -> LossPlan:
         move = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
         parts = tuple(replace(p, src=move(p.src), flat=move(p.flat), ce=move(p.ce)) for p in self.parts)
-        return replace(self, parts=parts, **{f.name: move(getattr(self, f.name)) for f in fields(self)
-                                             if f.name in ("head_rows", "need", "rows")})
+        return replace(self, parts=parts, head_rows=move(self.head_rows), need=move(self.need), rows=move(self.rows))
 
 
-def _serial_parts(valid, counts, serial_steps: int, weights) -> list[tuple]:
+def _serial_parts(valid, counts, serial_steps: int, weights) -> list[PartPlan]:
     """Serial step k at pair j predicts f_{j+k}: pairs whose token counts and whose target is real."""
     B, T = valid.shape
     parts = []
     for k in range(1, serial_steps + 1):
         b, j = (counts[:, :T - k] & valid[:, k:]).nonzero(as_tuple=True)
-        parts.append(("serial" if k == 1 else f"serial{k}", k, -1, b * (T - 1) + j, b * T + j + k,
-                      weights.serial_l1, weights.serial_ce))
+        parts.append(PartPlan("serial" if k == 1 else f"serial{k}", k, -1, b * (T - 1) + j, b * T + j + k,
+                              weights.serial_l1, weights.serial_ce, None))
     return parts
 
 
-def _head_parts(valid, counts, s: int, n_heads: int, weights) -> tuple[list[tuple], torch.Tensor]:
+def _head_parts(valid, counts, s: int, n_heads: int, weights) -> tuple[list[PartPlan], torch.Tensor]:
     """MLP head m at pair j predicts f_{j+s+1+m}; the heads run once on the rows where head 0 has a target."""
     B, T = valid.shape
     L = max(0, T - 1 - s)
@@ -74,7 +73,8 @@ def _head_parts(valid, counts, s: int, n_heads: int, weights) -> tuple[list[tupl
         if not ok.any():
             break
         scale = weights.head_decay ** (m + 1) * weights.mlp_scale
-        parts.append((f"mlp{m + 1}", 0, m, ok.nonzero()[:, 0], b[ok] * T + t[ok], scale, scale * weights.mlp_ce))
+        parts.append(PartPlan(f"mlp{m + 1}", 0, m, ok.nonzero()[:, 0], b[ok] * T + t[ok], scale,
+                              scale * weights.mlp_ce, None))
     return parts, b * L + j
 
 
@@ -85,17 +85,14 @@ def loss_plan(batch: Batch, serial_steps: int, s: int, n_heads: int, weights, me
     valid, assistant = batch.valid.cpu(), batch.assistant.cpu()
     counts = valid[:, 1:] & assistant[:, 1:]  # pairs whose token is an answer token
     heads, head_rows = _head_parts(valid, counts, s, n_heads, weights)
-    raw = [p for p in _serial_parts(valid, counts, serial_steps, weights) + heads if len(p[4])]
+    parts = [p for p in _serial_parts(valid, counts, serial_steps, weights) + heads if len(p.flat)]
     keep = None
     if not metrics and weights.ce_fraction < 1:
         keep = torch.rand(valid.numel()) < weights.ce_fraction  # [B*T]
-    parts, chosen = [], []
-    for name, step, head, src, flat, l1_weight, ce_weight in raw:
-        ce = None
-        if ce_weight > 0 or metrics:
-            ce = torch.arange(len(flat)) if keep is None else keep[flat].nonzero()[:, 0]
-            chosen.append(flat[ce])
-        parts.append(PartPlan(name, step, head, src, flat, l1_weight, ce_weight, ce))
+    for i, p in enumerate(parts):
+        if p.ce_weight > 0 or metrics:
+            parts[i] = replace(p, ce=torch.arange(len(p.flat)) if keep is None else keep[p.flat].nonzero()[:, 0])
+    chosen = [p.flat[p.ce] for p in parts if p.ce is not None]
     flat_ce = torch.cat(chosen) if chosen else torch.zeros(0, dtype=torch.long)
     need = flat_ce.unique()  # sorted
     return LossPlan(tuple(parts), serial_steps, head_rows, need, torch.searchsorted(need, flat_ce),

@@ -9,7 +9,7 @@ from pathlib import Path
 from safetensors import safe_open
 from tqdm import tqdm
 
-from ..acceptance import Acceptance
+from ..acceptance import Acceptance, Calibration
 from ..config import DecodeConfig, TreeConfig
 from ..engine import generate, start
 from ..errors import GumihoError
@@ -82,12 +82,14 @@ def evaluate_heads(target, drafter, prompts: list[dict], max_new_tokens: int) ->
     """Acceptance at temperature 0 with the authors' tree, for gumiho and serial drafting."""
     report = {"prompts": len(prompts), "max_new_tokens": max_new_tokens, "tree": TreeConfig().to_dict()}
     for method in ("gumiho", "serial"):
-        acc = Acceptance()
+        acc, calibration = Acceptance(), Calibration()
         for row in tqdm(prompts, desc=f"evaluate {method}", unit="prompt"):
             ids = encode_prompt(target.tokenizer, row["prompt"])
-            acc.add(generate(start(method, target, ids, DecodeConfig(max_new_tokens=max_new_tokens), TreeConfig(),
-                                   drafter)))
-        report[method] = acc.to_dict()
+            run = generate(start(method, target, ids, DecodeConfig(max_new_tokens=max_new_tokens), TreeConfig(),
+                                 drafter))
+            acc.add(run)
+            calibration.add(run)
+        report[method] = {**acc.to_dict(), "calibration": calibration.to_dict()}
         log.info("%s: mean accepted length %.3f, per depth %s", method, acc.mean_accept_len,
                  [round(x, 3) for x in acc.per_depth()])
     return report
