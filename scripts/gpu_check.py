@@ -2,6 +2,7 @@
 
     python scripts/gpu_check.py --out $OUT/gpu_check.json           # on a machine with CUDA, under 8 minutes
     python scripts/gpu_check.py --device cpu --quick --out x.json   # the same steps, small, on a CPU (to test it)
+    python scripts/gpu_check.py --skip-tests --skip-tiny --budget-s 180   # a short lease: the default model alone
 
 Without CUDA, and without --device cpu, it prints one line and exits with code 2.
 
@@ -329,10 +330,13 @@ def check(args, report: dict, save) -> None:
     ctx = {"budget": Budget(args.budget_s), "plan": plan, "device": args.device, "save": save,
            "tree": TREES["cuda" if args.device.startswith("cuda") else "cpu"]}
     with tempfile.TemporaryDirectory() as work:
-        tiny = write_pair(Path(work) / "tiny", word_tokenizer(TINY_VOCAB), sharpen=TINY_SHARPEN, heads_std=0.05)
-        specs = (str(tiny[0]), str(tiny[1]), "random (the tiny published-layout pair)")
-        prompts = random_prompts(TINY_VOCAB, plan.prompts)
-        check_pair(report.setdefault("tiny", {}), specs, prompts, plan.tiny_tokens, False, ctx)
+        if args.skip_tiny:
+            report["tiny"] = {"skipped": "--skip-tiny"}
+        else:
+            tiny = write_pair(Path(work) / "tiny", word_tokenizer(TINY_VOCAB), sharpen=TINY_SHARPEN, heads_std=0.05)
+            specs = (str(tiny[0]), str(tiny[1]), "random (the tiny published-layout pair)")
+            check_pair(report.setdefault("tiny", {}), specs, random_prompts(TINY_VOCAB, plan.prompts),
+                       plan.tiny_tokens, False, ctx)
         if args.skip_default:
             return
         if ctx["budget"].left() < DEFAULT_MIN_S:
@@ -351,6 +355,8 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="a few tokens and prompts: proves the script runs")
     p.add_argument("--skip-tests", action="store_true", help="leave out part 1 (the tests)")
     p.add_argument("--skip-default", action="store_true", help="leave out part 3 (the default model)")
+    p.add_argument("--skip-tiny", action="store_true",
+                   help="leave out the tiny pair of part 2 (a short lease: its whole budget to the default model)")
     p.add_argument("--tests-s", type=float, default=150, help="time limit of the tests (default 150 s)")
     p.add_argument("--budget-s", type=float, default=270, help="time for parts 2-3 after the tests (default 270 s)")
     args = p.parse_args(argv)

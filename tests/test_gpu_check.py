@@ -65,6 +65,15 @@ def test_tiny_pair_on_a_cpu_writes_the_report(tmp_path):
             assert steps["cpu"]["draft_ms"] > 0 and steps["cpu"]["target_forward_ms"] > 0
 
 
+def test_skip_tiny_leaves_the_budget_to_the_default_model(tmp_path, monkeypatch):
+    """A short lease spends the whole budget on the default model: no tiny pair is built or run."""
+    monkeypatch.setattr(gpu_check, "write_pair", lambda *a, **k: pytest.fail("the tiny pair was built"))
+    out = tmp_path / "r.json"
+    argv = ["--device", "cpu", "--quick", "--skip-tests", "--skip-tiny", "--skip-default", "--out", str(out)]
+    assert gpu_check.main(argv) == 0
+    assert json.loads(out.read_text())["tiny"] == {"skipped": "--skip-tiny"}
+
+
 def test_verify_curve_and_auto_choice(tiny_pair, monkeypatch):
     monkeypatch.setenv("GUMIHO_DRAFTER_DTYPE", "bfloat16")
     target = load_target(str(tiny_pair[0]), device="cpu", dtype="bfloat16")

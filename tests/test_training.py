@@ -11,6 +11,7 @@ from gumiho_core.training.data import extract_features, load_features, read_json
 from gumiho_core.training.sampler import BatchSampler, Request
 from gumiho_core.training.objective import LossWeights, collate, gumiho_loss
 from gumiho_core.training.trainer import TrainConfig, Trainer, new_drafter
+from gumiho_core.timing import device_name
 from tiny import tiny_target
 
 
@@ -250,7 +251,7 @@ def test_checkpoints_come_inside_an_epoch_and_keep_the_asked_steps(target, featu
     assert saved == [2, 4, 6]  # every 2 steps, and at the schedule's end (mid-epoch: the epoch is longer)
     for step in (3, 6):
         meta = json.loads((tmp_path / "run" / f"drafter-step{step}" / "config.json").read_text())
-        assert meta["steps"] == step
+        assert meta["steps"] == step and meta["device"] == device_name(target.device)  # the card's "trained on"
     with pytest.raises(GumihoError, match="steps was 6, now 7"):
         Trainer(target, features, TrainConfig(**{**cfg.__dict__, "steps": 7}), tmp_path / "run")
     with pytest.raises(GumihoError, match="trained on 96 conversations"):

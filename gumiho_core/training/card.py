@@ -42,11 +42,18 @@ class Facts:
     @classmethod
     def gather(cls, args, target, history: list, draft_vocab: int | None) -> "Facts":
         meta = json.loads((run_dir(args) / "drafter" / "config.json").read_text())
-        return cls(target.name, target.vocab_size, device_name(target.device).split(", ")[0], args.recipe,
+        trained_on = meta.get("device") or device_name(target.device)  # heads saved before the field: here
+        return cls(target.name, target.vocab_size, trained_on.split(", ")[0], args.recipe,
                    meta["train_config"], history, draft_vocab or target.vocab_size, corpus_stats(args),
                    read_json(run_dir(args) / "evaluation.json"), read_json(workdir_for(args) / "scaling.json"),
                    {r.name[4:]: _objective_result(r) for r in sorted(workdir_for(args).glob("cmp-*"))},
                    read_json(run_dir(args) / STEPS))
+
+
+def heads_name(path: str) -> str:
+    """What to call heads by their folder: a run's own `<run>/drafter` by its run."""
+    p = Path(path)
+    return p.parent.name if p.name == "drafter" else p.name
 
 
 def read_json(path: Path):
@@ -91,7 +98,7 @@ def _training(f: Facts) -> list[str]:
     hours = sum(h["seconds"] for h in f.history) / 3600
     top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS + ["serial2"] if f"val_{h}_top1" in last)
     rollout, below = cfg.get("rollout", "teacher-forced"), " (see below)" if f.objectives else ""
-    start = f", starting from the trained heads `{Path(cfg['init_from']).name}` (a fresh optimizer and schedule; the " \
+    start = f", starting from the trained heads `{heads_name(cfg['init_from'])}` (a fresh optimizer and schedule; the " \
         "steps and hours here are this run's alone)" if cfg.get("init_from") else ""
     return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
             f"parallel MLP heads). Objective `{cfg['objective']}`{below}. {last['epoch']} epochs, "
@@ -175,7 +182,7 @@ def step_point(step: int, report: dict) -> dict:
 def _steps(f: Facts) -> list[str]:
     if not f.steps:
         return []
-    first, start = f.steps[0], Path(f.train_config.get("init_from") or "").name
+    first, start = f.steps[0], heads_name(f.train_config.get("init_from") or "")
     rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
             f"{_rate(p['gumiho'], 2)} | {_rate(p['serial'], 2)} |" for p in f.steps]
     best = max(f.steps, key=lambda p: p["gumiho"]["mean_accept_len"])

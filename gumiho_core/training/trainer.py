@@ -19,6 +19,7 @@ from .objective import OBJECTIVES, LossWeights, Metrics, collate, gumiho_loss, p
 from .rollout import AS_DRAFTED, ROLLOUTS
 from .schedule import lr_at, micro_batches, step_ends  # noqa: F401  (re-exported)
 from ..target import Target
+from ..timing import device_name
 
 log = logging.getLogger(__name__)
 LOSS_SHOWN_EVERY = 10  # optimizer steps between the progress bar's loss readings
@@ -265,7 +266,8 @@ class Trainer:
         return progress.means("val_")
 
     def _drafter_meta(self) -> dict:
-        return {"target": self.target.name, "epoch": self.epoch, "steps": self.step, "train_config": asdict(self.cfg)}
+        return {"target": self.target.name, "epoch": self.epoch, "steps": self.step, "train_config": asdict(self.cfg),
+                "device": device_name(self.target.device)}  # the card says where the heads were trained
 
     def _save(self) -> None:
         state = {"drafter": {k: v for k, v in self.drafter.state_dict().items() if not k.startswith("rotary.")},
