@@ -198,10 +198,11 @@ def cmd_ship(args, models) -> None:
         shutil.copy(run / "drafter" / name, dest / name)
     history = json.loads((run / "history.json").read_text())
     plot_history(history, dest / "loss.png")
-    scaling = workdir_for(args) / SCALING
+    scaling, steps = workdir_for(args) / SCALING, run / card.STEPS
+    (dest / "scaling.png").unlink(missing_ok=True)  # earlier heads' plots would sit beside a card without them
+    (dest / "steps.png").unlink(missing_ok=True)
     if scaling.is_file():
         datacurve.plot_scaling(json.loads(scaling.read_text()), dest / "scaling.png")
-    steps = run / card.STEPS
     if steps.is_file():
         card.plot_steps(json.loads(steps.read_text()), history, dest / "steps.png")
     with safe_open(dest / "model.safetensors", "pt") as f:  # the heads' own vocabulary, as shipped
