@@ -17,6 +17,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
+from .attention import attention_kernels
 from .cpu_kernels import PackedCopy, follow_linears, prepare_linears
 from .config import DrafterConfig
 from .errors import GumihoError
@@ -163,8 +164,9 @@ class GumihoDrafter(nn.Module):
         if mask is None:
             T = x.shape[1]
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()[None, None]
-        for layer in self.layers:
-            x = layer(x, cos, sin, mask, cache)
+        with attention_kernels(x.device):
+            for layer in self.layers:
+                x = layer(x, cos, sin, mask, cache)
         if cache is not None:
             cache.advance(x.shape[1])
         return x

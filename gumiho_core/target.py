@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from .attention import attention_kernels
 from .cpu_kernels import pack_linears
 from .errors import GumihoError
 from .tree import DraftTree
@@ -87,8 +88,9 @@ class Target:
 
         mask: [1, 1, T, S] additive, or None for causal attention.
         """
-        out = self.base(input_ids=tokens[None], position_ids=positions[None], attention_mask=mask,
-                        cache=cache, use_cache=True)
+        with attention_kernels(tokens.device):
+            out = self.base(input_ids=tokens[None], position_ids=positions[None], attention_mask=mask,
+                            cache=cache, use_cache=True)
         return out.last_hidden_state[0]
 
     def forward_batch(self, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, cache) -> torch.Tensor:
@@ -98,8 +100,9 @@ class Target:
         """
         mask = torch.zeros(allowed.shape, dtype=self.dtype, device=allowed.device)
         mask.masked_fill_(~allowed, torch.finfo(self.dtype).min)
-        out = self.base(input_ids=ids, position_ids=positions, attention_mask=mask, cache=cache,
-                        use_cache=cache is not None)
+        with attention_kernels(ids.device):
+            out = self.base(input_ids=ids, position_ids=positions, attention_mask=mask, cache=cache,
+                            use_cache=cache is not None)
         return out.last_hidden_state
 
     def forward_tree(self, tree: DraftTree, cache: DynamicCache) -> torch.Tensor:
