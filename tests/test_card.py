@@ -102,7 +102,8 @@ def test_a_run_started_from_heads_has_them_as_step_0(tmp_path):
     text = card.model_card(facts)
     assert "Step 0: the heads it started from (`shipped`)." in text and "| 0 | 2.60 | 2.70 |" in text
     assert "starting from the trained heads `shipped`" in text
-    from_run = card.Facts(**{**facts.__dict__, "train_config": {**facts.train_config, "init_from": str(run / "drafter")}})
+    run_heads = {**facts.train_config, "init_from": str(run / "drafter")}
+    from_run = card.Facts(**{**facts.__dict__, "train_config": run_heads})
     assert "starting from the trained heads `run` " in card.model_card(from_run)  # a run's heads: by its name
     assert "Step 0:" not in card.model_card(card.Facts(**{**_facts({}, None).__dict__, "steps": points}))
     (start / "config.json").unlink()  # the heads it began from are gone: no step 0
