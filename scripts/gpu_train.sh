@@ -12,8 +12,12 @@
 # run has finished, the heads it kept (--keep-steps) and its last ones are evaluated side by side (8 held-out
 # prompts, 96 tokens, the authors' tree, T=0) into $OUT/eval-<heads>.json with the time left.
 #
+# STEPS=auto sizes the schedule to the call: before the run starts, a probe of PROBE_STEPS (default 60) steps with
+# the same options times a step and the run's start, and the run gets --steps to end about 30 s before SECONDS
+# (written to $OUT/steps and kept beside the run, so that a resuming call keeps the same schedule).
+#
 # Environment: OUT (required: where results go), GUMIHO_CACHE (the cache the run lives in),
-# GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3).
+# GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, PROBE_STEPS.
 set -u
 RUN=${1:?usage: gpu_train.sh RUN SECONDS [train options]}
 SECONDS_MAX=${2:?usage: gpu_train.sh RUN SECONDS [train options]}
@@ -33,8 +37,33 @@ snap() {
     rm -f "$OUT/.heads.tar"
 }
 
+size_run() {  # a probe run with the same options: seconds per step and the run's start, then the steps that fit
+    local probe="$RUN-probe" t0=$SECONDS
+    rm -rf "${WORK:?}/$probe"
+    $PY -m gumiho_core.train train --device "$DEV" --run "$probe" "$@" --steps "${PROBE_STEPS:-60}" \
+        --checkpoint-minutes 60 >> "$OUT/probe.log" 2>&1 || { echo "the probe failed: see probe.log"; return 1; }
+    $PY - "$WORK/$probe/history.json" "$((SECONDS - t0))" "$(( $(left) - 30 ))" > "$R.steps.new" <<'PY' || return 1
+import json, sys
+rows, wall, left = json.load(open(sys.argv[1])), float(sys.argv[2]), float(sys.argv[3])
+training = sum(r["seconds"] for r in rows)  # the steps alone; the rest of the probe's time is its start and end
+per_step = training / rows[-1]["step"]
+steps = int((left - (wall - training)) / per_step)
+print(f"probe: {per_step:.3f} s a step, {wall - training:.0f} s to start and end; {left:.0f} s left: {steps} steps",
+      file=sys.stderr)
+if steps < 1:
+    sys.exit("no time left for a run after the probe")
+print(steps)
+PY
+    mv "$R.steps.new" "$R.steps"
+}
+
 $PY -m gumiho_core.train extract-features --device "$DEV" --data-dtype float32 "$@" >> "$OUT/extract.log" 2>&1 \
     || { echo "extract-features failed: see extract.log"; exit 1; }
+if [ "${STEPS:-}" = auto ]; then
+    [ -f "$R.steps" ] || size_run "$@" || exit 1
+    set -- "$@" --steps "$(cat "$R.steps")"
+    echo "schedule: $(cat "$R.steps") steps" | tee "$OUT/steps"
+fi
 ( while sleep 30; do snap; done ) &
 LOOP=$!
 timeout "$(( $(left) - 15 ))" $PY -m gumiho_core.train train --device "$DEV" --run "$RUN" --checkpoint-minutes 1 "$@" \
