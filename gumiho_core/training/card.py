@@ -98,8 +98,8 @@ def _training(f: Facts) -> list[str]:
     hours = sum(h["seconds"] for h in f.history) / 3600
     top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS + ["serial2"] if f"val_{h}_top1" in last)
     rollout, below = cfg.get("rollout", "teacher-forced"), " (see below)" if f.objectives else ""
-    start = f", starting from the trained heads `{heads_name(cfg['init_from'])}` (a fresh optimizer and schedule; the " \
-        "steps and hours here are this run's alone)" if cfg.get("init_from") else ""
+    start = f", starting from the trained heads `{heads_name(cfg['init_from'])}` (a fresh optimizer and schedule; " \
+        "the steps and hours here are this run's alone)" if cfg.get("init_from") else ""
     return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
             f"parallel MLP heads). Objective `{cfg['objective']}`{below}. {last['epoch']} epochs, "
             f"{last['step']} optimizer steps of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
