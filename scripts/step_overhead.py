@@ -8,8 +8,8 @@ For each method it runs one session under a TorchDispatchMode that counts every 
 drafter's network (fuse / serial / heads / logits) and the rest (tree building, masks, pool selection,
 verification, cache commit); and it counts host reads: element reads into Python (item, float, int, bool,
 index on a tensor) and copies to the host (tolist, cpu, numpy). On a GPU each op outside the models is a kernel
-launch and each host read waits for the queue. A second session of the same prompt, not counted, gives times
-per step: the drafting phase (build_tree) and the rest outside the target's forward (CPU process time; on a GPU,
+launch and each host read waits for the queue. Another session of the same prompt, not counted and run first
+(so that its steps meet the prompt's shapes first, as a real run does), gives times per step: the drafting phase (build_tree) and the rest outside the target's forward (CPU process time; on a GPU,
 wall time with the queue drained at each boundary). Prefill steps are left out of every figure.
 scripts/gpu_check.py records the same breakdown on a GPU.
 """
@@ -204,12 +204,13 @@ def _models(name: str):
 
 def measure(target, drafter, prompt_ids, methods, tree: TreeConfig, new_tokens: int, timing: bool = True,
             counts: bool = True) -> dict:
+    """Per method: the timed session first, so that a prompt decoded here for the first time gives times with the
+    costs of shapes met for the first time (as a real run pays them), then the counted one."""
     out = {}
     for method in methods:
+        times = time_steps(method, target, drafter, prompt_ids, tree, new_tokens) if timing else None
         row = count_steps(method, target, drafter, prompt_ids, tree, new_tokens) if counts else {}
-        if timing:
-            row["cpu"] = time_steps(method, target, drafter, prompt_ids, tree, new_tokens)
-        out[method] = row
+        out[method] = row if times is None else {**row, "cpu": times}
     return out
 
 

@@ -65,6 +65,20 @@ def test_tiny_pair_on_a_cpu_writes_the_report(tmp_path):
             assert steps["cpu"]["draft_ms"] > 0 and steps["cpu"]["target_forward_ms"] > 0
 
 
+def test_the_step_breakdown_decodes_a_prompt_the_timed_runs_never_met(tmp_path, monkeypatch):
+    """Its steps then meet new shapes as the timed runs' steps do, so a cost per new shape shows in its stages."""
+    timed, broken_down = [], []
+    run_methods, breakdown = gpu_check.run_methods, gpu_check.step_breakdown
+    monkeypatch.setattr(gpu_check, "run_methods", lambda t, d, prompts, *a: (timed.extend(map(tuple, prompts)),
+                                                                             run_methods(t, d, prompts, *a))[1])
+    monkeypatch.setattr(gpu_check, "step_breakdown", lambda t, d, prompt, *a: (broken_down.append(tuple(prompt)),
+                                                                               breakdown(t, d, prompt, *a))[1])
+    argv = ["--device", "cpu", "--quick", "--skip-tests", "--skip-default", "--out", str(tmp_path / "r.json")]
+    assert gpu_check.main(argv) == 0
+    assert len(broken_down) == len(gpu_check.DTYPES) and not set(broken_down) & set(timed)
+    assert len(set(timed)) == gpu_check.QUICK.prompts
+
+
 def test_skip_tiny_leaves_the_budget_to_the_default_model(tmp_path, monkeypatch):
     """A short lease spends the whole budget on the default model: no tiny pair is built or run."""
     monkeypatch.setattr(gpu_check, "write_pair", lambda *a, **k: pytest.fail("the tiny pair was built"))
