@@ -188,14 +188,13 @@ def summarise(target, prompts, runs: dict) -> dict:
     return out
 
 
-def measure_dtype(load, prompts, new_tokens: int, tree: TreeConfig, extras: bool, plan: Plan) -> dict:
-    """Load the pair in one dtype, run every method, and (extras) the verification curve and auto's choice. The
-    last prompt is kept for the step breakdown: decoded there first, its steps meet shapes not seen before, as the
-    timed runs' steps do (a cost per new shape shows in the breakdown's stages then, not only in the totals)."""
+def measure_dtype(load, prompts, fresh, new_tokens: int, tree: TreeConfig, extras: bool, plan: Plan) -> dict:
+    """Load the pair in one dtype, run every method on `prompts`, break a step down on `fresh` (a prompt they never
+    met: its steps meet shapes not seen before, as the timed runs' steps do, so a cost per new shape shows in the
+    breakdown's stages), and (extras) the verification curve and auto's choice."""
     t0 = time.perf_counter()
     target, drafter = load()
     reset_peak(target.device)
-    prompts, fresh = prompts[:-1], prompts[-1]
     run_methods(target, drafter, prompts[:1], new_tokens, tree)  # warm-up, a whole run: kernels, shapes, allocator
     runs = run_methods(target, drafter, prompts, new_tokens, tree)
     report = {"peak_gpu_mib": peak_memory_mib(target.device)}  # before exactness's fp32 copies of the target
@@ -285,10 +284,11 @@ def heldout_prompts(n: int) -> list[list[int]]:
 
 
 def check_pair(report: dict, specs: tuple[str, str, str], prompts, new_tokens: int, extras: bool, ctx: dict) -> None:
-    """One pair in bf16 and fp16, into `report` (saved after each). A dtype starts only if the budget has as long
-    left as the one before took."""
+    """One pair in bf16 and fp16, into `report` (saved after each): the last prompt is the step breakdown's alone.
+    A dtype starts only if the budget has as long left as the one before took."""
     target_spec, drafter_spec, weights = specs
-    report.update(weights=weights, prompts=len(prompts) - 1, new_tokens=new_tokens, tree=ctx["tree"].to_dict(),
+    prompts, fresh = prompts[:-1], prompts[-1]
+    report.update(weights=weights, prompts=len(prompts), new_tokens=new_tokens, tree=ctx["tree"].to_dict(),
                   drafter=Path(drafter_spec).name)
     needed = 0.0
     for dtype in DTYPES:
@@ -296,7 +296,7 @@ def check_pair(report: dict, specs: tuple[str, str, str], prompts, new_tokens: i
             report[dtype] = {"skipped": f"time budget: {ctx['budget'].left():.0f} s left, {needed:.0f} s needed"}
             continue
         load = loader(target_spec, drafter_spec, ctx["device"], dtype)
-        report[dtype] = measure_dtype(load, prompts, new_tokens, ctx["tree"], extras, ctx["plan"])
+        report[dtype] = measure_dtype(load, prompts, fresh, new_tokens, ctx["tree"], extras, ctx["plan"])
         needed = report[dtype]["seconds"]
         ctx["save"]()
 

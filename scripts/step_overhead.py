@@ -9,8 +9,9 @@ drafter's network (fuse / serial / heads / logits) and the rest (tree building, 
 verification, cache commit); and it counts host reads: element reads into Python (item, float, int, bool,
 index on a tensor) and copies to the host (tolist, cpu, numpy). On a GPU each op outside the models is a kernel
 launch and each host read waits for the queue. Another session of the same prompt, not counted and run first
-(so that its steps meet the prompt's shapes first, as a real run does), gives times per step: the drafting phase (build_tree) and the rest outside the target's forward (CPU process time; on a GPU,
-wall time with the queue drained at each boundary). Prefill steps are left out of every figure.
+(so that its steps meet the prompt's shapes first, as a real run does), gives times per step: the drafting phase
+(build_tree) and the rest outside the target's forward (CPU process time; on a GPU, wall time with the queue
+drained at each boundary). Prefill steps are left out of every figure.
 scripts/gpu_check.py records the same breakdown on a GPU.
 """
 from __future__ import annotations

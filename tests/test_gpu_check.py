@@ -69,10 +69,17 @@ def test_the_step_breakdown_decodes_a_prompt_the_timed_runs_never_met(tmp_path, 
     """Its steps then meet new shapes as the timed runs' steps do, so a cost per new shape shows in its stages."""
     timed, broken_down = [], []
     run_methods, breakdown = gpu_check.run_methods, gpu_check.step_breakdown
-    monkeypatch.setattr(gpu_check, "run_methods", lambda t, d, prompts, *a: (timed.extend(map(tuple, prompts)),
-                                                                             run_methods(t, d, prompts, *a))[1])
-    monkeypatch.setattr(gpu_check, "step_breakdown", lambda t, d, prompt, *a: (broken_down.append(tuple(prompt)),
-                                                                               breakdown(t, d, prompt, *a))[1])
+
+    def timing(target, drafter, prompts, *args):
+        timed.extend(map(tuple, prompts))
+        return run_methods(target, drafter, prompts, *args)
+
+    def breaking_down(target, drafter, prompt, *args):
+        broken_down.append(tuple(prompt))
+        return breakdown(target, drafter, prompt, *args)
+
+    monkeypatch.setattr(gpu_check, "run_methods", timing)
+    monkeypatch.setattr(gpu_check, "step_breakdown", breaking_down)
     argv = ["--device", "cpu", "--quick", "--skip-tests", "--skip-default", "--out", str(tmp_path / "r.json")]
     assert gpu_check.main(argv) == 0
     assert len(broken_down) == len(gpu_check.DTYPES) and not set(broken_down) & set(timed)
