@@ -15,7 +15,8 @@ from .data import Sequence, choose_draft_vocab, keep_share, split
 from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, check_draft_vocab, load_state, save_drafter
 from ..errors import GumihoError
 from .checkpoint import EpochProgress, load_checkpoint, random_state, restore_random_state, save_checkpoint
-from .objective import OBJECTIVES, LossWeights, Metrics, collate, gumiho_loss, plan_for, uniform_noise
+from .batch import collate, uniform_noise
+from .objective import OBJECTIVES, LossWeights, Metrics, gumiho_loss, plan_for
 from .rollout import AS_DRAFTED, ROLLOUTS
 from .schedule import lr_at, micro_batches, step_ends  # noqa: F401  (re-exported)
 from ..target import Target
