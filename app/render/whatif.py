@@ -117,8 +117,9 @@ def whatif_html(run: Run | None, upto: int) -> str:
                 f'verdicts, what other tree sizes would give here and on a GPU-like device.</div>')
     at = p.result.sizes.index(p.nodes) if p.nodes in p.result.sizes else None
     predicted = f"{p.result.speedup[p.device.name][at]:.2f}×" if at is not None else "–"
-    acceptance = ("exact at temperature 0: a smaller tree accepts exactly what its nodes were judged"
-                  if p.result.exact else "expected values when sampling")
+    acceptance = ("at temperature 0 exact for each of these steps: a smaller tree accepts exactly what its nodes "
+                  "were judged; a run with it would start its steps elsewhere, so its mean can differ by a few "
+                  "percent" if p.result.exact else "expected values when sampling")
     flat = p.result.speedup[flat_curve().name]
     best = max(range(len(flat)), key=flat.__getitem__)
     text = (f"<b>A prediction, not a measurement.</b> Tokens per step for smaller trees are read off the target's "
