@@ -16,8 +16,13 @@
 # the same options times a step and the run's start, and the run gets --steps to end about 30 s before SECONDS
 # (written to $OUT/steps and kept beside the run, so that a resuming call keeps the same schedule).
 #
+# PROFILE_STEPS=N (default 0: none): once the features are there, and once per run, scripts/measure_train_speed.py
+# times N optimizer steps of the trainer (bf16, as drafted) and profiles N more into $OUT/train-profile.txt: the ops
+# that took the most GPU time and the most host time (where a step's time goes), then the timed steps' JSON line.
+#
 # Environment: OUT (required: where results go), GUMIHO_CACHE (the cache the run lives in),
-# GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, PROBE_STEPS.
+# GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, PROBE_STEPS,
+# PROFILE_STEPS, CORPUS (the profile's corpus; default the repository's).
 set -u
 RUN=${1:?usage: gpu_train.sh RUN SECONDS [train options]}
 SECONDS_MAX=${2:?usage: gpu_train.sh RUN SECONDS [train options]}
@@ -59,6 +64,18 @@ PY
 
 $PY -m gumiho_core.train extract-features --device "$DEV" --data-dtype float32 "$@" >> "$OUT/extract.log" 2>&1 \
     || { echo "extract-features failed: see extract.log"; exit 1; }
+if [ "${PROFILE_STEPS:-0}" -gt 0 ] && [ ! -f "$R.profiled" ]; then  # once per run, not again when it resumes
+    CORPUS=${CORPUS:-$($PY -c "from gumiho_core.training.workspace import DEFAULT_CORPUS; print(DEFAULT_CORPUS)")}
+    if $PY scripts/measure_train_speed.py --corpus "$CORPUS" --workdir "$WORK" --steps "$PROFILE_STEPS" \
+        --precision "$([ "$DEV" = cpu ] && echo fp32 || echo bf16)" --rollout as-drafted \
+        --profile "$OUT/train-profile.txt" > "$R.speed" 2> "$R.profile.log"; then
+        cat "$R.speed" >> "$OUT/train-profile.txt"
+    else
+        { echo "the training profile failed (the run goes on):"; tail -20 "$R.profile.log"; } \
+            >> "$OUT/train-profile.txt"
+    fi
+    touch "$R.profiled"
+fi
 if [ "${STEPS:-}" = auto ]; then
     [ -f "$R.steps" ] || size_run "$@" || exit 1
     set -- "$@" --steps "$(cat "$R.steps")"

@@ -1,7 +1,7 @@
 """Training throughput: tokens per second of the real Trainer over a fixed number of optimizer steps.
 
     .venv/bin/python scripts/measure_train_speed.py --corpus DIR --workdir DIR [--steps 20] [--threads 1]
-        [--precision fp32] [--rollout teacher-forced] [--fraction 1] [--code PATH]
+        [--precision fp32] [--rollout teacher-forced] [--fraction 1] [--code PATH] [--profile FILE]
 
 Runs Trainer's own loop (micro-batches, loss, backward, optimizer steps) on the default target and stops it
 after --steps optimizer steps (the first step, which pays one-time costs, is not timed). Prints one JSON
@@ -9,6 +9,11 @@ line: seconds, optimizer steps, padded tokens/s, tokens/s (real tokens, prompt a
 trainer's steps are sized in) and answer tokens/s (the tokens the loss trains on). --code runs another
 checkout's trainer (e.g. an older commit exported with git archive), so two versions can be interleaved on
 the same data in one run. Compare versions only as ratios measured in one interleaved run.
+
+Runs on the GPU where there is one (the target's default device). --profile FILE records --steps more steps,
+after the timed ones, with torch.profiler, and writes the ops that took the most device time and the most host
+time (on a GPU a step waits on either: the kernels, or the Python and dispatch that launch them). The profiler
+slows the steps it records, so the JSON line's figures come from the steps before it.
 """
 from __future__ import annotations
 
@@ -25,15 +30,15 @@ class _Done(Exception):
     pass
 
 
-def _count(trainer, sums: dict, steps: int) -> None:
+def _count(trainer, sums: dict, steps: int, prof=None) -> None:
     """Wrap the trainer's micro-batch and step hooks: count tokens, start the clock after step 1, stop after
-    `steps` more."""
+    `steps` more; with a profiler `prof`, record `steps` more after those."""
     on_device, step = trainer._on_device, trainer._optimizer_step
 
     def counted_batch(micro, *args, **kwargs):
         moved = on_device(micro, *args, **kwargs)
         batch = moved[0] if isinstance(moved, tuple) else moved  # (batch, noise, plan) since the loss plan
-        if sums["t0"] is not None:
+        if sums["t0"] is not None and sums["seconds"] is None:
             sums["padded"] += batch.valid.numel()
             sums["tokens"] += int(batch.valid.sum())
             sums["answer"] += int((batch.valid & batch.assistant).sum())
@@ -43,12 +48,44 @@ def _count(trainer, sums: dict, steps: int) -> None:
         step()
         sums["steps"] += 1
         if sums["steps"] == 1:
-            sums["t0"] = time.perf_counter()
+            sums["t0"] = _clock(trainer)
         elif sums["steps"] == steps + 1:
-            sums["seconds"] = time.perf_counter() - sums["t0"]
+            sums["seconds"] = _clock(trainer) - sums["t0"]
+            if prof is None:
+                raise _Done
+            prof.start()
+        elif sums["steps"] == 2 * steps + 1:
+            prof.stop()
             raise _Done
 
     trainer._on_device, trainer._optimizer_step = counted_batch, counted_step
+
+
+def _clock(trainer) -> float:
+    """Seconds now, once the device has finished the work queued so far (a GPU runs behind the host)."""
+    import torch
+
+    if trainer.target.device.type == "cuda":
+        torch.cuda.synchronize(trainer.target.device)
+    return time.perf_counter()
+
+
+def _profiler(trainer):
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = trainer.target.device.type == "cuda"
+    return profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []))
+
+
+def _write_profile(prof, cuda: bool, steps: int, path: Path) -> None:
+    """The top ops of the profiled steps by device time (on a GPU) and by host time, and the aten ops per step."""
+    table = prof.key_averages()
+    lines = [f"{steps} optimizer steps under torch.profiler, after the timed ones (calls: over all {steps}; an op's "
+             "total includes the ops it calls, its self time does not)"]
+    if cuda:
+        lines += ["", "by device time:", table.table(sort_by="self_cuda_time_total", row_limit=30)]
+    lines += ["", "by host time:", table.table(sort_by="self_cpu_time_total", row_limit=30)]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:
@@ -61,6 +98,7 @@ def main(argv=None) -> int:
     p.add_argument("--rollout", help="teacher-forced or as-drafted (only for a trainer that has rollouts)")
     p.add_argument("--fraction", type=float, default=1.0)
     p.add_argument("--code", help="a checkout whose gumiho_core to run (default: this one)")
+    p.add_argument("--profile", help="record --steps more steps with torch.profiler into this file (see above)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(Path(args.code).resolve() if args.code else Path(__file__).resolve().parent.parent))
     import torch
@@ -76,14 +114,17 @@ def main(argv=None) -> int:
     if "steps" in {f.name for f in fields(TrainConfig)}:
         extra["steps"] = 10 ** 6  # a long schedule: the rate stays near its warm-up ramp, as the old trainer's
     cfg = TrainConfig(epochs=1000, precision=args.precision, holdout=0.0, **extra)
-    sums = {"padded": 0, "tokens": 0, "answer": 0, "steps": 0, "t0": None}
+    sums = {"padded": 0, "tokens": 0, "answer": 0, "steps": 0, "t0": None, "seconds": None}
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(target, seqs, cfg, out)
-        _count(trainer, sums, args.steps)
+        prof = _profiler(trainer) if args.profile else None
+        _count(trainer, sums, args.steps, prof)
         try:
             trainer.run()
         except _Done:
             pass
+        if prof is not None:
+            _write_profile(prof, trainer.target.device.type == "cuda", args.steps, Path(args.profile))
     s = sums["seconds"]
     print(json.dumps({"code": args.code or "this", "threads": args.threads, "precision": args.precision,
                       "rollout": args.rollout or "teacher-forced", "steps": args.steps, "seconds": round(s, 2),

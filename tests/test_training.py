@@ -294,6 +294,40 @@ def test_soft_cross_entropy_equals_the_log_softmax_formula_and_its_gradient():
     torch.testing.assert_close(half.double(), want.detach(), rtol=2e-2, atol=2e-2)
 
 
+def test_a_gpu_takes_the_soft_cross_entropy_whole():
+    """On a GPU each chunk of the soft cross-entropy is a dozen kernel launches, so there the rows go in one chunk
+    (up to a memory bound) and the ops dispatched do not grow with the rows; the values equal the CPU's chunks'."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from gumiho_core.training.objective import CE_ROWS, GPU_CE_ELEMENTS, SoftCrossEntropy, ce_chunk_rows
+
+    class Ops(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Ops.count += 1
+            return func(*args, **(kwargs or {}))
+
+    def run(N, chunk):
+        torch.manual_seed(N)
+        z = torch.randn(N, 32, dtype=torch.float64, requires_grad=True)
+        target, rows = torch.softmax(torch.randn(6, 32, dtype=torch.float64), -1), torch.randint(0, 6, (N,))
+        Ops.count = 0
+        with Ops():
+            nll = SoftCrossEntropy.apply(z, target, rows, chunk)
+            (dz,) = torch.autograd.grad(nll.sum(), z)
+        return nll, dz, Ops.count
+
+    assert ce_chunk_rows(torch.device("cpu"), 8192) == CE_ROWS
+    assert ce_chunk_rows(torch.device("cuda"), 8192) == GPU_CE_ELEMENTS // 8192 > 100 * CE_ROWS
+    assert ce_chunk_rows(torch.device("cuda"), 49152 * 10 ** 4) == CE_ROWS  # never fewer rows than a CPU's
+    N = 5 * CE_ROWS + 3
+    (cpu_nll, cpu_dz, cpu_ops), (gpu_nll, gpu_dz, gpu_ops) = run(N, CE_ROWS), run(N, N)
+    torch.testing.assert_close(gpu_nll, cpu_nll)
+    torch.testing.assert_close(gpu_dz, cpu_dz)
+    assert gpu_ops == run(10 * N, 10 * N)[2] < cpu_ops / 3, (gpu_ops, cpu_ops)
+    assert run(10 * N, CE_ROWS)[2] > 5 * cpu_ops  # the control: chunked, the ops grow with the rows
+
+
 def test_a_run_can_start_from_trained_heads(target, features, tmp_path):
     """--init-from: the new run's weights at step 0 are the saved heads' (their draft vocabulary too); it trains on
     with its own schedule, resumes like any run, and a bad or untrained source is named."""

@@ -48,36 +48,46 @@ OBJECTIVES = {
 }
 
 
-CE_ROWS = 64  # rows per chunk of the fused soft cross-entropy: [64, 8192] fp32 is 2 MB, a core's L2 cache
+CE_ROWS = 64  # rows per chunk of the fused soft cross-entropy on a CPU: [64, 8192] fp32 is 2 MB, a core's L2 cache
+GPU_CE_ELEMENTS = 2 ** 27  # a GPU takes the rows whole, up to [rows, V] fp32 temporaries of 512 MB each
+
+
+def ce_chunk_rows(device: torch.device, vocab: int) -> int:
+    """Rows per chunk of SoftCrossEntropy: cache-sized on a CPU; on a GPU as many as GPU_CE_ELEMENTS allow, since there
+    each op of a chunk is a kernel launch. In 64-row chunks a micro-batch of 3,218 tokens of the default model
+    dispatched 3,007 ops forward and backward; in one chunk 2,106."""
+    return CE_ROWS if device.type == "cpu" else max(CE_ROWS, GPU_CE_ELEMENTS // max(1, vocab))
 
 
 class SoftCrossEntropy(torch.autograd.Function):
     """-sum_v p_v log softmax(z)_v for each row of z, with p = target[rows]; -> [N], fp32 at least.
 
-    Since p sums to 1, the loss is logsumexp(z) - p.z and its gradient softmax(z) - p. Row chunks small enough
-    to stay in cache carry each step, so neither log-softmax nor the gathered p [N, V] is ever made whole
-    (that was half of a training step on the CPU: 5,000 x 8,192 fp32 tensors written and read five times).
+    Since p sums to 1, the loss is logsumexp(z) - p.z and its gradient softmax(z) - p. Row chunks (`chunk` rows:
+    ce_chunk_rows) small enough to stay in a CPU's cache carry each step, so neither log-softmax nor the gathered
+    p [N, V] is ever made whole there (that was half of a training step on the CPU: 5,000 x 8,192 fp32 tensors
+    written and read five times).
     """
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, target: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, z: torch.Tensor, target: torch.Tensor, rows: torch.Tensor, chunk: int = CE_ROWS) -> torch.Tensor:
         wide = torch.promote_types(z.dtype, torch.float32)  # bf16 logits are summed in fp32
         lse, nll = z.new_empty(z.shape[0], dtype=wide), z.new_empty(z.shape[0], dtype=wide)
-        for zc, rc, lc, nc in zip(*(t.split(CE_ROWS) for t in (z, rows, lse, nll))):
+        for zc, rc, lc, nc in zip(*(t.split(chunk) for t in (z, rows, lse, nll))):
             zc = zc.to(wide)  # [n, V]
             lc.copy_(torch.logsumexp(zc, -1))
             nc.copy_(lc - (target[rc] * zc).sum(-1))
         ctx.save_for_backward(z, target, rows, lse)
+        ctx.chunk = chunk
         return nll
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         z, target, rows, lse = ctx.saved_tensors
         dz = torch.empty_like(z)
-        for zc, rc, lc, gc, dc in zip(*(t.split(CE_ROWS) for t in (z, rows, lse, grad, dz))):
+        for zc, rc, lc, gc, dc in zip(*(t.split(ctx.chunk) for t in (z, rows, lse, grad, dz))):
             q = (zc.to(lc.dtype) - lc[:, None]).exp_()  # softmax(z) [n, V]
             dc.copy_((q - target[rc]) * gc[:, None])
-        return dz, None, None
+        return dz, None, None, None
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,8 @@ def _soft_ce(drafter, hidden: torch.Tensor, plan: LossPlan, preds: dict, metrics
     with torch.no_grad():
         target = torch.softmax(drafter.logits(hidden[plan.need]).float(), -1)  # [M, V'] once per position
     logits = drafter.logits(torch.cat([preds[p.name][p.ce] for p in parts]))  # [N, V']
-    nll = SoftCrossEntropy.apply(logits, target, plan.rows)  # [N]
+    chunk = ce_chunk_rows(logits.device, logits.shape[-1])
+    nll = SoftCrossEntropy.apply(logits, target, plan.rows, chunk)  # [N]
     wants = target.argmax(-1)[plan.rows].split(plan.sizes) if metrics else [None] * len(parts)  # the target's token
     out = {}
     for p, part_nll, part_logits, want in zip(parts, nll.split(plan.sizes), logits.split(plan.sizes), wants):
