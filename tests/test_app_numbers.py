@@ -80,3 +80,17 @@ def test_the_exactness_line_says_what_a_difference_means_in_the_targets_dtype(dt
     md = how_it_works_md(run, s)
     assert words in md and absent not in md
     assert ("*Exactness* in the README" in md) == (dtype != "float32")
+
+
+def test_the_running_line_says_more_steps_are_coming_until_the_run_is_computed():
+    """While decoders can still compute, the total is unknown: the line says so in words (it once read "step 1 of
+    …."); once all is computed it gives the total."""
+    from types import SimpleNamespace
+
+    from app.render.status import running_line
+
+    run = make_run()
+    running = running_line(SimpleNamespace(run=run, cursor=1, can_compute=True), "Running")
+    done = running_line(SimpleNamespace(run=run, cursor=1, can_compute=False), "Replaying")
+    assert "step 1, more to come." in running and "…" not in running
+    assert "step 1 of 2." in done

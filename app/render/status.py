@@ -72,12 +72,13 @@ def running_line(user: Player, what: str, racing: bool = False) -> str:
     """The status line while a run animates: `what` it does ("Running", "Replaying ..."), where it is, and
     (racing) that the race's other lanes are taking their steps."""
     run = user.run
-    last = "…" if user.can_compute else len(run.records) - 1
+    step = max(user.cursor, 0)
+    where = f"step {step}, more to come" if user.can_compute else f"step {step} of {len(run.records) - 1}"
     lanes = " and ".join([*run.rivals, *(["plain decoding"] if run.baseline or run.settings.method != AR else [])])
     doing = (f" The race's other lanes ({escape(lanes)}) are catching up." if racing and lanes
              else " <b>Pause</b> to step back and forth.")
     return (f"{what} <b>{escape(run.settings.method)}</b> on {escape(run.target)} ({escape(run.device)})"
-            f"{_tree_words(run)}: step {max(user.cursor, 0)} of {last}.{doing}")
+            f"{_tree_words(run)}: {where}.{doing}")
 
 
 def _drafter_words(status: ServerStatus) -> str:
