@@ -78,7 +78,7 @@ def _profiler(trainer):
 
 
 def _write_profile(prof, cuda: bool, steps: int, path: Path) -> None:
-    """The top ops of the profiled steps by device time (on a GPU) and by host time, and the aten ops per step."""
+    """The top ops of the profiled steps by device time (on a GPU) and by host time."""
     table = prof.key_averages()
     lines = [f"{steps} optimizer steps under torch.profiler, after the timed ones (calls: over all {steps}; an op's "
              "total includes the ops it calls, its self time does not)"]

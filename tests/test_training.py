@@ -297,25 +297,18 @@ def test_soft_cross_entropy_equals_the_log_softmax_formula_and_its_gradient():
 def test_a_gpu_takes_the_soft_cross_entropy_whole():
     """On a GPU each chunk of the soft cross-entropy is a dozen kernel launches, so there the rows go in one chunk
     (up to a memory bound) and the ops dispatched do not grow with the rows; the values equal the CPU's chunks'."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from step_overhead import Tally, _Ops  # scripts/step_overhead.py's op counter
     from gumiho_core.training.objective import CE_ROWS, GPU_CE_ELEMENTS, SoftCrossEntropy, ce_chunk_rows
-
-    class Ops(TorchDispatchMode):
-        count = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            Ops.count += 1
-            return func(*args, **(kwargs or {}))
 
     def run(N, chunk):
         torch.manual_seed(N)
         z = torch.randn(N, 32, dtype=torch.float64, requires_grad=True)
         target, rows = torch.softmax(torch.randn(6, 32, dtype=torch.float64), -1), torch.randint(0, 6, (N,))
-        Ops.count = 0
-        with Ops():
+        tally = Tally(on=True)
+        with _Ops(tally):
             nll = SoftCrossEntropy.apply(z, target, rows, chunk)
             (dz,) = torch.autograd.grad(nll.sum(), z)
-        return nll, dz, Ops.count
+        return nll, dz, sum(tally.ops.values())
 
     assert ce_chunk_rows(torch.device("cpu"), 8192) == CE_ROWS
     assert ce_chunk_rows(torch.device("cuda"), 8192) == GPU_CE_ELEMENTS // 8192 > 100 * CE_ROWS
