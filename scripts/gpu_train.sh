@@ -14,14 +14,17 @@
 #
 # STEPS=auto sizes the schedule to the call: before the run starts, a probe of PROBE_STEPS (default 60) steps with
 # the same options times a step and the run's start, and the run gets --steps to end about 30 s before SECONDS
-# (written to $OUT/steps and kept beside the run, so that a resuming call keeps the same schedule).
+# (written to $OUT/steps and kept beside the run, so that a resuming call keeps the same schedule). STEPS_MAX=N caps
+# it: N steps when they fit, fewer when they do not.
 #
 # PROFILE_STEPS=N (default 0: none): once the features are there, and once per run, scripts/measure_train_speed.py
-# times N optimizer steps of the trainer (bf16, as drafted) and profiles N more into $OUT/train-profile.txt: the ops
-# that took the most GPU time and the most host time (where a step's time goes), then the timed steps' JSON line.
+# times N optimizer steps of the trainer (bf16, as drafted) in micro-batches of 8192 padded tokens (what `train`
+# takes on a GPU: one a step) and profiles N more into $OUT/train-profile.txt: the ops that took the most GPU time
+# and the most host time (where a step's time goes); then N steps in micro-batches of 4096 (two a step, as on a
+# CPU), for comparison; then the timed steps' JSON lines.
 #
 # Environment: OUT (required: where results go), GUMIHO_CACHE (the cache the run lives in),
-# GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, PROBE_STEPS,
+# GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, STEPS_MAX, PROBE_STEPS,
 # PROFILE_STEPS, CORPUS (the profile's corpus; default the repository's).
 set -u
 RUN=${1:?usage: gpu_train.sh RUN SECONDS [train options]}
@@ -47,14 +50,16 @@ size_run() {  # a probe run with the same options: seconds per step and the run'
     rm -rf "${WORK:?}/$probe"
     $PY -m gumiho_core.train train --device "$DEV" --run "$probe" "$@" --steps "${PROBE_STEPS:-60}" \
         --checkpoint-minutes 60 >> "$OUT/probe.log" 2>&1 || { echo "the probe failed: see probe.log"; return 1; }
-    $PY - "$WORK/$probe/history.json" "$((SECONDS - t0))" "$(( $(left) - 30 ))" > "$R.steps.new" <<'PY' || return 1
+    $PY - "$WORK/$probe/history.json" "$((SECONDS - t0))" "$(( $(left) - 30 ))" "${STEPS_MAX:-0}" > "$R.steps.new" \
+        <<'PY' || return 1
 import json, sys
-rows, wall, left = json.load(open(sys.argv[1])), float(sys.argv[2]), float(sys.argv[3])
+rows, wall, left, cap = json.load(open(sys.argv[1])), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 training = sum(r["seconds"] for r in rows)  # the steps alone; the rest of the probe's time is its start and end
 per_step = training / rows[-1]["step"]
-steps = int((left - (wall - training)) / per_step)
-print(f"probe: {per_step:.3f} s a step, {wall - training:.0f} s to start and end; {left:.0f} s left: {steps} steps",
-      file=sys.stderr)
+fit = int((left - (wall - training)) / per_step)
+steps = min(fit, cap) if cap > 0 else fit
+print(f"probe: {per_step:.3f} s a step, {wall - training:.0f} s to start and end; {left:.0f} s left: {fit} steps fit, "
+      f"{steps} scheduled", file=sys.stderr)
 if steps < 1:
     sys.exit("no time left for a run after the probe")
 print(steps)
@@ -67,7 +72,7 @@ $PY -m gumiho_core.train extract-features --device "$DEV" --data-dtype float32 "
 if [ "${PROFILE_STEPS:-0}" -gt 0 ] && [ ! -f "$R.profiled" ]; then  # once per run, not again when it resumes
     CORPUS=${CORPUS:-$($PY -c "from gumiho_core.training.workspace import DEFAULT_CORPUS; print(DEFAULT_CORPUS)")}
     if $PY scripts/measure_train_speed.py --corpus "$CORPUS" --workdir "$WORK" --steps "$PROFILE_STEPS" \
-        --precision "$([ "$DEV" = cpu ] && echo fp32 || echo bf16)" --rollout as-drafted \
+        --precision "$([ "$DEV" = cpu ] && echo fp32 || echo bf16)" --rollout as-drafted --micro-tokens 8192,4096 \
         --profile "$OUT/train-profile.txt" > "$R.speed" 2> "$R.profile.log"; then
         cat "$R.speed" >> "$OUT/train-profile.txt"
     else

@@ -1,19 +1,23 @@
 """Training throughput: tokens per second of the real Trainer over a fixed number of optimizer steps.
 
     .venv/bin/python scripts/measure_train_speed.py --corpus DIR --workdir DIR [--steps 20] [--threads 1]
-        [--precision fp32] [--rollout teacher-forced] [--fraction 1] [--code PATH] [--profile FILE]
+        [--precision fp32] [--rollout teacher-forced] [--fraction 1] [--micro-tokens N[,M...]] [--code PATH]
+        [--profile FILE]
 
 Runs Trainer's own loop (micro-batches, loss, backward, optimizer steps) on the default target and stops it
 after --steps optimizer steps (the first step, which pays one-time costs, is not timed). Prints one JSON
 line: seconds, optimizer steps, padded tokens/s, tokens/s (real tokens, prompt and answer: the unit the
 trainer's steps are sized in) and answer tokens/s (the tokens the loss trains on). --code runs another
 checkout's trainer (e.g. an older commit exported with git archive), so two versions can be interleaved on
-the same data in one run. Compare versions only as ratios measured in one interleaved run.
+the same data in one run. Compare versions only as ratios measured in one interleaved run. --micro-tokens times
+each micro-batch size in turn, one JSON line each, on the features loaded once (default: the size `train` takes on
+this device, schedule.micro_tokens_for; an older checkout's own default with --code).
 
 Runs on the GPU where there is one (the target's default device). --profile FILE records --steps more steps,
 after the timed ones, with torch.profiler, and writes the ops that took the most device time and the most host
-time (on a GPU a step waits on either: the kernels, or the Python and dispatch that launch them). The profiler
-slows the steps it records, so the JSON line's figures come from the steps before it.
+time (on a GPU a step waits on either: the kernels, or the Python and dispatch that launch them), for the first
+--micro-tokens size. The profiler slows the steps it records, so the JSON line's figures come from the steps
+before it.
 """
 from __future__ import annotations
 
@@ -99,38 +103,57 @@ def main(argv=None) -> int:
     p.add_argument("--fraction", type=float, default=1.0)
     p.add_argument("--code", help="a checkout whose gumiho_core to run (default: this one)")
     p.add_argument("--profile", help="record --steps more steps with torch.profiler into this file (see above)")
+    p.add_argument("--micro-tokens", default="", help="comma-separated micro-batch sizes to time in turn")
     args = p.parse_args(argv)
+    sizes = [m.strip() for m in args.micro_tokens.split(",") if m.strip()]
+    if not all(m.isdigit() and int(m) > 0 for m in sizes):
+        p.error(f"--micro-tokens takes comma-separated positive sizes; got {args.micro_tokens!r}")
     sys.path.insert(0, str(Path(args.code).resolve() if args.code else Path(__file__).resolve().parent.parent))
     import torch
 
     torch.set_num_threads(args.threads)
     from gumiho_core.models import load_target
     from gumiho_core.training.data import load_corpus
-    from gumiho_core.training.trainer import TrainConfig, Trainer
 
     target = load_target()
     seqs = load_corpus(args.corpus, Path(args.workdir) / "features", target.config.hidden_size, args.fraction)
+    for i, micro in enumerate([int(m) for m in sizes] or [None]):
+        print(json.dumps(_measure(args, target, seqs, micro, args.profile if i == 0 else None)), flush=True)
+    return 0
+
+
+def _measure(args, target, seqs, micro: int | None, profile: str | None) -> dict:
+    """One JSON line's figures: --steps timed optimizer steps of a fresh Trainer with micro-batches of `micro`
+    padded tokens (None: as `train` takes them here), then as many profiled into `profile` if given."""
+    from gumiho_core.training.trainer import TrainConfig, Trainer
+
     extra = {"rollout": args.rollout} if args.rollout else {}
-    if "steps" in {f.name for f in fields(TrainConfig)}:
+    names = {f.name for f in fields(TrainConfig)}
+    if "steps" in names:
         extra["steps"] = 10 ** 6  # a long schedule: the rate stays near its warm-up ramp, as the old trainer's
+    if micro is None and not args.code:
+        from gumiho_core.training.schedule import micro_tokens_for
+
+        micro = micro_tokens_for(target.device, TrainConfig.tokens_per_step)
+    if micro is not None:
+        extra["micro_tokens"] = micro
     cfg = TrainConfig(epochs=1000, precision=args.precision, holdout=0.0, **extra)
     sums = {"padded": 0, "tokens": 0, "answer": 0, "steps": 0, "t0": None, "seconds": None}
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(target, seqs, cfg, out)
-        prof = _profiler(trainer) if args.profile else None
+        prof = _profiler(trainer) if profile else None
         _count(trainer, sums, args.steps, prof)
         try:
             trainer.run()
         except _Done:
             pass
         if prof is not None:
-            _write_profile(prof, trainer.target.device.type == "cuda", args.steps, Path(args.profile))
+            _write_profile(prof, trainer.target.device.type == "cuda", args.steps, Path(profile))
     s = sums["seconds"]
-    print(json.dumps({"code": args.code or "this", "threads": args.threads, "precision": args.precision,
-                      "rollout": args.rollout or "teacher-forced", "steps": args.steps, "seconds": round(s, 2),
-                      "padded_tok_s": round(sums["padded"] / s, 1), "tok_s": round(sums["tokens"] / s, 1),
-                      "answer_tok_s": round(sums["answer"] / s, 1)}))
-    return 0
+    return {"code": args.code or "this", "threads": args.threads, "precision": args.precision,
+            "rollout": args.rollout or "teacher-forced", "micro_tokens": cfg.micro_tokens, "steps": args.steps,
+            "seconds": round(s, 2), "step_s": round(s / args.steps, 4), "padded_tok_s": round(sums["padded"] / s, 1),
+            "tok_s": round(sums["tokens"] / s, 1), "answer_tok_s": round(sums["answer"] / s, 1)}
 
 
 if __name__ == "__main__":

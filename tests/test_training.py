@@ -321,6 +321,44 @@ def test_a_gpu_takes_the_soft_cross_entropy_whole():
     assert run(10 * N, CE_ROWS)[2] > 5 * cpu_ops  # the control: chunked, the ops grow with the rows
 
 
+def test_a_gpu_takes_one_micro_batch_a_step(target, features, tmp_path, monkeypatch):
+    """On a GPU each op of a micro-batch is a kernel launch whatever its size, so there a step is one micro-batch of
+    twice tokens_per_step padded tokens (train --micro-tokens 0): it holds about the tokens that two micro-batches of
+    tokens_per_step hold (a step's size is the recipe), and its forward and backward dispatch about half the ops (the
+    optimizer's do not depend on the micro-batches; on a GPU AdamW runs a few dozen multi-tensor ops)."""
+    import random
+
+    from step_overhead import Tally, _Ops  # scripts/step_overhead.py's op counter
+    from gumiho_core.training import objective
+    from gumiho_core.training.schedule import CPU_MICRO_TOKENS, micro_batches, micro_tokens_for, step_ends
+
+    monkeypatch.setattr(objective, "ce_chunk_rows", lambda device, vocab: 10 ** 9)  # the soft CE whole, as on a GPU
+    tokens_per_step = 384
+    gpu = micro_tokens_for(torch.device("cuda"), tokens_per_step)
+    assert micro_tokens_for(torch.device("cpu"), tokens_per_step) == CPU_MICRO_TOKENS and gpu == 2 * tokens_per_step
+
+    def steps(micro: int) -> tuple[list[int], list[int], int]:
+        """(micro-batches per step, tokens per step) over an epoch, and the ops of its first step's micro-batches."""
+        cfg = TrainConfig(steps=4, tokens_per_step=tokens_per_step, micro_tokens=micro, warmup_steps=1, draft_vocab=0,
+                          holdout=0.0, precision="fp32", rollout="as-drafted")
+        trainer = Trainer(target, features, cfg, tmp_path / str(micro))
+        batches = micro_batches(trainer.train_seqs, micro, random.Random(0))
+        ends = step_ends(batches, tokens_per_step)
+        starts = [0] + [e + 1 for e in ends[:-1]]
+        tally = Tally(on=True)
+        with _Ops(tally):
+            for m in batches[: ends[0] + 1]:
+                trainer._micro_step(m, trainer._weights())
+        tokens = [sum(len(s.ids) for m in batches[a:e + 1] for s in m) for a, e in zip(starts, ends)]
+        return [e + 1 - a for a, e in zip(starts, ends)], tokens[:-1], sum(tally.ops.values())  # the last: a rest
+
+    (cpu_micros, cpu_tokens, cpu_ops), (gpu_micros, gpu_tokens, gpu_ops) = steps(tokens_per_step), steps(gpu)
+    assert set(gpu_micros) == {1} and sum(cpu_micros) / len(cpu_micros) > 1.8, (cpu_micros, gpu_micros)
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    assert mean(gpu_tokens) == pytest.approx(mean(cpu_tokens), rel=0.1), (cpu_tokens, gpu_tokens)
+    assert gpu_ops < 0.55 * cpu_ops, (gpu_ops, cpu_ops)
+
+
 def test_a_run_can_start_from_trained_heads(target, features, tmp_path):
     """--init-from: the new run's weights at step 0 are the saved heads' (their draft vocabulary too); it trains on
     with its own schedule, resumes like any run, and a bad or untrained source is named."""

@@ -76,8 +76,10 @@ def train_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--fractions", default="0.125,0.25,0.5,1", help="scaling: the shares of the prompts")
     t.add_argument("--lr", type=float, default=TrainDefaults.lr)
     t.add_argument("--tokens-per-step", type=int, default=TrainDefaults.tokens_per_step)
-    t.add_argument("--micro-tokens", type=int, default=TrainDefaults.micro_tokens,
-                   help="padded tokens per forward pass (gradients of several accumulate to --tokens-per-step)")
+    t.add_argument("--micro-tokens", type=int, default=0,
+                   help="padded tokens per forward pass (gradients of several accumulate to --tokens-per-step); 0 "
+                        f"(auto): {TrainDefaults.micro_tokens} on a CPU, twice --tokens-per-step on a GPU (one "
+                        "micro-batch a step: about half the kernel launches)")
     t.add_argument("--draft-vocab", type=int, default=TrainDefaults.draft_vocab,
                    help="most frequent tokens the drafter proposes from (0 = the whole vocabulary)")
     t.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],

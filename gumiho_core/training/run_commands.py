@@ -20,6 +20,7 @@ from . import card, datacurve
 from .data import load_corpus, load_features
 from .export import export_official
 from .card import plot_history
+from .schedule import micro_tokens_for
 from .trainer import Trainer, TrainConfig
 from .workspace import corpus_dir_for, features_dir_for, run_dir, trained_heads, workdir_for
 
@@ -54,10 +55,17 @@ def train_precision(args) -> str:
     return "bf16" if resolve_device(args.device).type == "cuda" or cpu_has_native_bf16() else "fp32"
 
 
+def train_micro_tokens(args) -> int:
+    """--micro-tokens 0 (auto): schedule.micro_tokens_for this device."""
+    from ..models import resolve_device
+
+    return args.micro_tokens or micro_tokens_for(resolve_device(args.device), args.tokens_per_step)
+
+
 def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
     keep = steps_list(args.keep_steps)
     cfg = TrainConfig(epochs=args.epochs, steps=args.steps, lr=args.lr, tokens_per_step=args.tokens_per_step,
-                      micro_tokens=args.micro_tokens,
+                      micro_tokens=train_micro_tokens(args),
                       draft_vocab=args.draft_vocab, seed=args.seed, precision=train_precision(args),
                       objective=args.objective, rollout=args.rollout, checkpoint_minutes=args.checkpoint_minutes,
                       keep_steps=keep, init_from=args.init_from)

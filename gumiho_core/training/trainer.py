@@ -18,7 +18,7 @@ from .checkpoint import EpochProgress, load_checkpoint, random_state, restore_ra
 from .batch import collate, uniform_noise
 from .objective import OBJECTIVES, LossWeights, Metrics, gumiho_loss, plan_for
 from .rollout import AS_DRAFTED, ROLLOUTS
-from .schedule import lr_at, micro_batches, step_ends  # noqa: F401  (re-exported)
+from .schedule import CPU_MICRO_TOKENS, lr_at, micro_batches, step_ends
 from ..target import Target
 from ..timing import device_name
 
@@ -36,7 +36,7 @@ class TrainConfig:
     warmup_steps: int = 100
     grad_clip: float = 0.5
     tokens_per_step: int = 4096  # about 20 answers per optimizer step
-    micro_tokens: int = 4096  # padded tokens per forward (larger: fewer weight casts per token, measured 1.25x)
+    micro_tokens: int = CPU_MICRO_TOKENS  # padded tokens per forward (schedule.micro_tokens_for: a GPU's)
     noise: float = 0.2
     # GUMIHO.md weighs CE 0.1 and starts the MLP heads' CE after 2 epochs ("paper"). With a CPU budget of a
     # few hundred steps the CE term is what drives acceptance: after 40 steps the MLP heads' top-10 agreement
