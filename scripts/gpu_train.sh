@@ -9,13 +9,18 @@
 # A later call on the same warm machine resumes the run exactly where it stopped (same options). Every 30 s,
 # and at the end, the run's current heads, history and data record are packed into $OUT as heads.tar.0, .1, ...
 # (15 MB pieces: a device call returns files of at most 16 MiB; `cat heads.tar.* | tar x` joins them). When the
-# run has finished, the heads it kept (--keep-steps) and its last ones are evaluated side by side (8 held-out
-# prompts, 96 tokens, the authors' tree, T=0) into $OUT/eval-<heads>.json with the time left.
+# run has finished, the heads it started from (--init-from), kept (--keep-steps) and ended with are evaluated side
+# by side (EVAL_N held-out prompts, default 8, EVAL_TOKENS new tokens, default 96, the authors' tree, T=0) with the
+# time left, each where `train steps` looks for it; $OUT/steps.tar brings the kept heads' config.json and the
+# evaluations home (not the kept weights): unpacked into the run's folder, `train steps` draws the step curve from
+# them. The logs (extract, probe, profile, train, each evaluation, the schedule) go to $OUT/logs.tgz, packed with
+# the heads: a device call brings back at most 8 files, and this one writes 6 (the heads' 3 pieces, logs.tgz,
+# steps.tar, train-profile.txt).
 #
 # STEPS=auto sizes the schedule to the call: before the run starts, a probe of PROBE_STEPS (default 60) steps with
 # the same options times a step and the run's start, and the run gets --steps to end about 30 s before SECONDS
-# (written to $OUT/steps and kept beside the run, so that a resuming call keeps the same schedule). STEPS_MAX=N caps
-# it: N steps when they fit, fewer when they do not.
+# (written to the logs' `steps` and kept beside the run, so that a resuming call keeps the same schedule).
+# STEPS_MAX=N caps it: N steps when they fit, fewer when they do not.
 #
 # PROFILE_STEPS=N (default 0: none): once the features are there, and once per run, scripts/measure_train_speed.py
 # times N optimizer steps of the trainer (bf16, as drafted) in micro-batches of 8192 padded tokens (what `train`
@@ -25,7 +30,7 @@
 #
 # Environment: OUT (required: where results go), GUMIHO_CACHE (the cache the run lives in),
 # GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, STEPS_MAX, PROBE_STEPS,
-# PROFILE_STEPS, CORPUS (the profile's corpus; default the repository's).
+# PROFILE_STEPS, CORPUS (the profile's corpus; default the repository's), EVAL_N, EVAL_TOKENS.
 set -u
 RUN=${1:?usage: gpu_train.sh RUN SECONDS [train options]}
 SECONDS_MAX=${2:?usage: gpu_train.sh RUN SECONDS [train options]}
@@ -35,9 +40,12 @@ PY=${PYTHON:-python3}
 DEV=${GUMIHO_TRAIN_DEVICE:-cuda}
 WORK=$($PY -c "from gumiho_core.models import cache_dir; print(cache_dir() / 'train' / 'default')")
 R="$WORK/$RUN"
+LOGS="$R.logs"
+mkdir -p "$LOGS"
 left() { echo $((SECONDS_MAX - SECONDS)); }
 
 snap() {
+    tar czf "$OUT/.logs.tgz" -C "$LOGS" . 2>/dev/null && mv "$OUT/.logs.tgz" "$OUT/logs.tgz"
     [ -f "$R/drafter/config.json" ] || return 0
     tar cf "$OUT/.heads.tar" -C "$R" drafter history.json data.json 2>/dev/null || return 0
     rm -f "$OUT"/heads.tar.*
@@ -49,7 +57,7 @@ size_run() {  # a probe run with the same options: seconds per step and the run'
     local probe="$RUN-probe" t0=$SECONDS
     rm -rf "${WORK:?}/$probe"
     $PY -m gumiho_core.train train --device "$DEV" --run "$probe" "$@" --steps "${PROBE_STEPS:-60}" \
-        --checkpoint-minutes 60 >> "$OUT/probe.log" 2>&1 || { echo "the probe failed: see probe.log"; return 1; }
+        --checkpoint-minutes 60 >> "$LOGS/probe.log" 2>&1 || { echo "the probe failed: see probe.log"; return 1; }
     $PY - "$WORK/$probe/history.json" "$((SECONDS - t0))" "$(( $(left) - 30 ))" "${STEPS_MAX:-0}" > "$R.steps.new" \
         <<'PY' || return 1
 import json, sys
@@ -67,40 +75,50 @@ PY
     mv "$R.steps.new" "$R.steps"
 }
 
-$PY -m gumiho_core.train extract-features --device "$DEV" --data-dtype float32 "$@" >> "$OUT/extract.log" 2>&1 \
-    || { echo "extract-features failed: see extract.log"; exit 1; }
+$PY -m gumiho_core.train extract-features --device "$DEV" --data-dtype float32 "$@" >> "$LOGS/extract.log" 2>&1 \
+    || { echo "extract-features failed: see extract.log"; snap; exit 1; }
 if [ "${PROFILE_STEPS:-0}" -gt 0 ] && [ ! -f "$R.profiled" ]; then  # once per run, not again when it resumes
     CORPUS=${CORPUS:-$($PY -c "from gumiho_core.training.workspace import DEFAULT_CORPUS; print(DEFAULT_CORPUS)")}
     if $PY scripts/measure_train_speed.py --corpus "$CORPUS" --workdir "$WORK" --steps "$PROFILE_STEPS" \
         --precision "$([ "$DEV" = cpu ] && echo fp32 || echo bf16)" --rollout as-drafted --micro-tokens 8192,4096 \
-        --profile "$OUT/train-profile.txt" > "$R.speed" 2> "$R.profile.log"; then
-        cat "$R.speed" >> "$OUT/train-profile.txt"
+        --profile "$OUT/train-profile.txt" > "$LOGS/speed.json" 2> "$LOGS/profile.log"; then
+        cat "$LOGS/speed.json" >> "$OUT/train-profile.txt"
     else
-        { echo "the training profile failed (the run goes on):"; tail -20 "$R.profile.log"; } \
+        { echo "the training profile failed (the run goes on):"; tail -20 "$LOGS/profile.log"; } \
             >> "$OUT/train-profile.txt"
     fi
     touch "$R.profiled"
 fi
 if [ "${STEPS:-}" = auto ]; then
-    [ -f "$R.steps" ] || size_run "$@" || exit 1
+    [ -f "$R.steps" ] || size_run "$@" || { snap; exit 1; }
     set -- "$@" --steps "$(cat "$R.steps")"
-    echo "schedule: $(cat "$R.steps") steps" | tee "$OUT/steps"
+    echo "schedule: $(cat "$R.steps") steps" | tee "$LOGS/steps"
 fi
 ( while sleep 30; do snap; done ) &
 LOOP=$!
 timeout "$(( $(left) - 15 ))" $PY -m gumiho_core.train train --device "$DEV" --run "$RUN" --checkpoint-minutes 1 "$@" \
-    >> "$OUT/train.log" 2>&1
+    >> "$LOGS/train.log" 2>&1
 CODE=$?
 kill $LOOP 2>/dev/null
 snap
 echo "train exited $CODE after $SECONDS s (124: stopped by the time limit; call again to resume)"
 [ $CODE -eq 0 ] || exit $CODE
 
+evaluate() {  # heads, where the report goes (where `train steps` looks for it), a name for the log
+    OMP_NUM_THREADS=2 timeout "$(( $(left) - 5 ))" $PY -m gumiho_core.train evaluate --device "$DEV" --draft "$1" \
+        --eval-n "${EVAL_N:-8}" --eval-tokens "${EVAL_TOKENS:-96}" --eval-out "$2" > "$LOGS/eval-$3.log" 2>&1 &
+}
+START=$($PY -c 'import json, sys; print((json.load(open(sys.argv[1])).get("train_config") or {}).get("init_from")
+    or "")' "$R/drafter/config.json")
+[ -n "$START" ] && [ -f "$START/config.json" ] && evaluate "$START" "$R/evaluation-step0.json" step0
 for heads in "$R"/drafter-step* "$R/drafter"; do
-    [ -f "$heads/config.json" ] || continue
-    name=$(basename "$heads")
-    OMP_NUM_THREADS=2 timeout "$(( $(left) - 5 ))" $PY -m gumiho_core.train evaluate --device "$DEV" \
-        --draft "$heads" --eval-n 8 --eval-tokens 96 --eval-out "$OUT/eval-$name.json" > "$OUT/eval-$name.log" 2>&1 &
+    [ -f "$heads/config.json" ] && evaluate "$heads" "$heads/evaluation.json" "$(basename "$heads")"
 done
 wait
-ls "$OUT"/eval-*.json 2>/dev/null | wc -l | xargs echo "evaluations written:"
+ls "$R"/drafter*/evaluation.json "$R/evaluation-step0.json" 2>/dev/null | wc -l | xargs echo "evaluations written:"
+# the step curve's points without their weights: unpacked into the run's folder at home (after heads.tar),
+# `train steps --run RUN --eval-n 8 --eval-tokens 96` (the same EVAL_N and EVAL_TOKENS) reads them (a kept folder's
+# config.json says its step) and evaluates only what is missing
+(cd "$R" && ls drafter-step*/config.json drafter*/evaluation.json evaluation-step0.json 2>/dev/null \
+    | tar cf "$OUT/steps.tar" -T -) || rm -f "$OUT/steps.tar"
+snap
