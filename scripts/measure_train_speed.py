@@ -128,8 +128,7 @@ def _measure(args, target, seqs, micro: int | None, profile: str | None) -> dict
     from gumiho_core.training.trainer import TrainConfig, Trainer
 
     extra = {"rollout": args.rollout} if args.rollout else {}
-    names = {f.name for f in fields(TrainConfig)}
-    if "steps" in names:
+    if "steps" in {f.name for f in fields(TrainConfig)}:
         extra["steps"] = 10 ** 6  # a long schedule: the rate stays near its warm-up ramp, as the old trainer's
     if micro is None and not args.code:
         from gumiho_core.training.schedule import micro_tokens_for
