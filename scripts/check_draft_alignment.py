@@ -1,7 +1,7 @@
 """Does drafting at run time see what training saw? Teacher-forced and as-drafted top-1 against the engine's
 acceptance at depths 1, 2 (the serial step fed its own output) and 3 (the first MLP head).
 
-    .venv/bin/python scripts/check_draft_alignment.py [--n 6] [--tokens 96] [--draft default]
+    .venv/bin/python scripts/check_draft_alignment.py [--n 6] [--tokens 96] [--draft default] [--out FILE]
 
 On N held-out prompts (spread over prompts/heldout.jsonl's categories) the target answers greedily; then:
 1. the engine decodes each prompt with a one-path gumiho tree of depth 3 (the drafter's top choice at each
@@ -11,11 +11,13 @@ On N held-out prompts (spread over prompts/heldout.jsonl's categories) the targe
    choice at depth d is the answer's actual token, among the positions whose depths before d were right.
    The serial head's teacher-forced top-1 is also given as the trainer's metric (agreement with the target's
    choice among the draftable tokens) and against the actual tokens at every answer position.
-The rollout whose figures match (1) is the one that feeds the heads what drafting feeds them.
+The rollout whose figures match (1) is the one that feeds the heads what drafting feeds them. --out also writes the
+figures as JSON; as `alignment.json` in a training run's folder, `train ship` puts them in the model card.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -85,6 +87,7 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=6, help="held-out prompts")
     p.add_argument("--tokens", type=int, default=96, help="new tokens per answer")
     p.add_argument("--draft", default="default")
+    p.add_argument("--out", help="also write the figures here (JSON)")
     args = p.parse_args(argv)
     target = load_target()
     drafter = load_drafter(args.draft, target).float().eval()
@@ -99,16 +102,21 @@ def main(argv=None) -> int:
     with torch.no_grad():
         _, metrics = gumiho_loss(drafter, collate(seqs), OBJECTIVES["distill"].at_epoch(99, 1.0))
     accepted = [[a >= d for d in range(1, DEPTHS + 1)] for steps in drafted for _, a in steps]
-    print(f"engine, one-path tree of depth {DEPTHS}: acceptance per depth {_fmt(conditional(accepted))} over "
+    figures = {"heads": str(args.draft), "prompts": len(rows), "tokens": args.tokens, "steps": len(accepted),
+               "engine": conditional(accepted)}
+    print(f"engine, one-path tree of depth {DEPTHS}: acceptance per depth {_fmt(figures['engine'])} over "
           f"{len(accepted)} steps")
     for name in ROLLOUTS:
         at = [hits[q] for seq, steps in zip(seqs, drafted) for hits in [rollout_hits(drafter, seq, name)]
               for q, _ in steps if q in hits]
-        print(f"{name}: top-1 per depth at the engine's {len(at)} positions {_fmt(conditional(at))}")
+        figures[name] = conditional(at)
+        print(f"{name}: top-1 per depth at the engine's {len(at)} positions {_fmt(figures[name])}")
     every = [h for seq, row in zip(seqs, rows) for h in actual_hits(drafter, seq, len(row["prompt_ids"])).values()]
     print(f"teacher-forced serial top-1: trainer's metric {metrics.floats()['serial_top1']:.3f}; against the actual "
           f"tokens "
           f"{sum(every) / len(every):.3f} over {len(every)} positions")
+    if args.out:
+        Path(args.out).write_text(json.dumps(figures, indent=1) + "\n")
     return 0
 
 

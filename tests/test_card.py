@@ -70,6 +70,21 @@ def test_card_says_which_rollout_trained_the_heads():
     assert "read the drafter's own outputs" in card.model_card(drafted)
 
 
+def test_card_gives_the_parity_result_of_heads_trained_as_they_draft():
+    """Heads trained as drafted: the card states what the parity test holds, and the heads' own alignment figures
+    (check_draft_alignment.py --out) when the run has them; teacher-forced heads make no such claim."""
+    facts = _facts({}, None)
+    drafted = card.Facts(**{**facts.__dict__, "train_config": {**facts.train_config, "rollout": "as-drafted"}})
+    assert "## Train as you draft" not in card.model_card(facts)
+    text = card.model_card(drafted)
+    assert "## Train as you draft" in text and "tests/test_rollout.py" in text and "engine's acceptance" not in text
+    alignment = {"prompts": 6, "tokens": 96, "steps": 250, "engine": [0.7, 0.6, 0.5],
+                 "as-drafted": [0.71, 0.61, 0.52], "teacher-forced": [0.71, 0.4, 0.3]}
+    text = card.model_card(card.Facts(**{**drafted.__dict__, "alignment": alignment}))
+    assert "| engine's acceptance | 0.700 | 0.600 | 0.500 |" in text
+    assert "| teacher-forced rollout's top-1 | 0.710 | 0.400 | 0.300 |" in text and "(250 steps)" in text
+
+
 def test_the_step_curve_finds_every_kept_checkpoint(tmp_path):
     import json
     from gumiho_core.training.run_commands import kept_heads

@@ -13,6 +13,7 @@ from .datacurve import HEADS, scaling_section
 from .workspace import TRAIN_PROMPTS_HAND, corpus_dir_for, run_dir, training_prompt_files, workdir_for
 
 STEPS = "steps.json"  # in a run folder: the step curve
+ALIGNMENT = "alignment.json"  # in a run folder: what drafting accepts beside what training scores (parity)
 ROLLOUT_WORDS = {"teacher-forced": "built from the target's true features (the paper's)",
                  "as-drafted": "as drafting runs them (serial step 2 and the MLP heads read the drafter's own outputs)"}
 TOP1_KEYS = ["val_serial_top1", "val_serial2_top1"] + [f"val_mlp{m}_top1" for m in range(1, 6)]  # history's
@@ -38,6 +39,7 @@ class Facts:
     scaling: list | None
     objectives: dict
     steps: list | None = None  # the step curve (run_commands.cmd_steps): one point per kept checkpoint
+    alignment: dict | None = None  # scripts/check_draft_alignment.py --out, as the run's alignment.json
 
     @classmethod
     def gather(cls, args, target, history: list, draft_vocab: int | None) -> "Facts":
@@ -47,7 +49,7 @@ class Facts:
                    meta["train_config"], history, draft_vocab or target.vocab_size, corpus_stats(args),
                    read_json(run_dir(args) / "evaluation.json"), read_json(workdir_for(args) / "scaling.json"),
                    {r.name[4:]: _objective_result(r) for r in sorted(workdir_for(args).glob("cmp-*"))},
-                   read_json(run_dir(args) / STEPS))
+                   read_json(run_dir(args) / STEPS), read_json(run_dir(args) / ALIGNMENT))
 
 
 def heads_name(path: str) -> str:
@@ -77,7 +79,7 @@ def corpus_stats(args) -> dict:
 
 
 def model_card(f: Facts) -> str:
-    return "\n".join([f"# Gumiho heads for {f.target}", "", *_data(f), *_training(f), *_objectives(f),
+    return "\n".join([f"# Gumiho heads for {f.target}", "", *_data(f), *_training(f), *_parity(f), *_objectives(f),
                       *_acceptance(f), *_steps(f), *scaling_section(f.scaling)])
 
 
@@ -111,6 +113,31 @@ def _training(f: Facts) -> list[str]:
             f"Rollout `{rollout}`: the heads are trained on inputs {ROLLOUT_WORDS.get(rollout, rollout)}. Held-out "
             "conversations (5% of the prompts, every answer to a held-out prompt), top-1 agreement with the target "
             f"after the last step, the heads' inputs made the same way: {top1}.", ""]
+
+
+def _parity(f: Facts) -> list[str]:
+    """Does training score what drafting drafts? The parity test's claim, and the shipped heads' own figures."""
+    if f.train_config.get("rollout") != "as-drafted":
+        return []
+    out = ["## Train as you draft", "",
+           "`tests/test_rollout.py` holds the training forward to drafting: on a tiny random pair, at the last pair "
+           "of a context, the as-drafted rollout gives the tokens of a one-path tree drafted there (depths 1-7) the "
+           "log-probabilities drafting gave them, to 1e-5, with serial step 2 reading step 1's own output and the "
+           "MLP heads reading (u1, u2) made from those outputs. The teacher-forced rollout agrees at step 1 and not "
+           "after, so the test fails on it (an expected failure in the suite).", ""]
+    a = f.alignment
+    if a:
+        cells = lambda rates: " | ".join(f"{x:.3f}" for x in rates)  # noqa: E731
+        out += [f"On these heads (`scripts/check_draft_alignment.py --n {a['prompts']} --tokens {a['tokens']}`, "
+                f"{a['prompts']} held-out prompts, the target's greedy answers): a one-path tree of depth 3 decoded "
+                f"by the engine ({a['steps']} steps), beside each rollout's top-1 at the positions the engine drafted "
+                "from, each depth among the positions right at every depth before it. The rollout that matches the "
+                "engine feeds the heads what drafting feeds them.", "",
+                "| | depth 1 (serial step 1) | depth 2 (serial step 2) | depth 3 (MLP head 1) |", "|---|---|---|---|",
+                f"| engine's acceptance | {cells(a['engine'])} |",
+                f"| as-drafted rollout's top-1 | {cells(a['as-drafted'])} |",
+                f"| teacher-forced rollout's top-1 | {cells(a['teacher-forced'])} |", ""]
+    return out
 
 
 def _depth_table(rows: list[tuple[str, dict]]) -> list[str]:
