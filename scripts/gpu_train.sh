@@ -13,9 +13,10 @@
 # by side (EVAL_N held-out prompts, default 8, EVAL_TOKENS new tokens, default 96, the authors' tree, T=0) with the
 # time left, each where `train steps` looks for it; $OUT/steps.tar brings the kept heads' config.json and the
 # evaluations home (not the kept weights): unpacked into the run's folder, `train steps` draws the step curve from
-# them. The logs (extract, probe, profile, train, each evaluation, the schedule) go to $OUT/logs.tgz, packed with
-# the heads: a device call brings back at most 8 files, and this one writes 6 (the heads' 3 pieces, logs.tgz,
-# steps.tar, train-profile.txt).
+# them; where kept heads beat the last ones, best.tar.0, .1, ... brings those too. The logs (extract, probe, the
+# training profile, train, each evaluation, the schedule) go to $OUT/logs.tgz, packed with the heads: a device
+# call brings back at most 8 files, and this one writes at most 8 (the last heads' 3 pieces, the best kept heads'
+# 3, steps.tar, logs.tgz).
 #
 # STEPS=auto sizes the schedule to the call: before the run starts, a probe of PROBE_STEPS (default 60) steps with
 # the same options times a step and the run's start, and the run gets --steps to end about 30 s before SECONDS
@@ -24,9 +25,9 @@
 #
 # PROFILE_STEPS=N (default 0: none): once the features are there, and once per run, scripts/measure_train_speed.py
 # times N optimizer steps of the trainer (bf16, as drafted) in micro-batches of 8192 padded tokens (what `train`
-# takes on a GPU: one a step) and profiles N more into $OUT/train-profile.txt: the ops that took the most GPU time
-# and the most host time (where a step's time goes); then N steps in micro-batches of 4096 (two a step, as on a
-# CPU), for comparison; then the timed steps' JSON lines.
+# takes on a GPU: one a step) and profiles N more into train-profile.txt (in logs.tgz): the ops that took the most
+# GPU time and the most host time (where a step's time goes); then N steps in micro-batches of 4096 (two a step,
+# as on a CPU), for comparison; then the timed steps' JSON lines.
 #
 # Environment: OUT (required: where results go), GUMIHO_CACHE (the cache the run lives in),
 # GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, STEPS_MAX, PROBE_STEPS,
@@ -81,11 +82,11 @@ if [ "${PROFILE_STEPS:-0}" -gt 0 ] && [ ! -f "$R.profiled" ]; then  # once per r
     CORPUS=${CORPUS:-$($PY -c "from gumiho_core.training.workspace import DEFAULT_CORPUS; print(DEFAULT_CORPUS)")}
     if $PY scripts/measure_train_speed.py --corpus "$CORPUS" --workdir "$WORK" --steps "$PROFILE_STEPS" \
         --precision "$([ "$DEV" = cpu ] && echo fp32 || echo bf16)" --rollout as-drafted --micro-tokens 8192,4096 \
-        --profile "$OUT/train-profile.txt" > "$LOGS/speed.json" 2> "$LOGS/profile.log"; then
-        cat "$LOGS/speed.json" >> "$OUT/train-profile.txt"
+        --profile "$LOGS/train-profile.txt" > "$LOGS/speed.json" 2> "$LOGS/profile.log"; then
+        cat "$LOGS/speed.json" >> "$LOGS/train-profile.txt"
     else
         { echo "the training profile failed (the run goes on):"; tail -20 "$LOGS/profile.log"; } \
-            >> "$OUT/train-profile.txt"
+            >> "$LOGS/train-profile.txt"
     fi
     touch "$R.profiled"
 fi
@@ -121,4 +122,23 @@ ls "$R"/drafter*/evaluation.json "$R/evaluation-step0.json" 2>/dev/null | wc -l 
 # config.json says its step) and evaluates only what is missing
 (cd "$R" && ls drafter-step*/config.json drafter*/evaluation.json evaluation-step0.json 2>/dev/null \
     | tar cf "$OUT/steps.tar" -T -) || rm -f "$OUT/steps.tar"
+# the kept heads with the highest gumiho tau come home too when they are not the last (the step curve turned down):
+# best.tar.*, unpacked into the run's folder, is what `train ship --ship-step N` ships
+BEST=$($PY - "$R" <<'PY'
+import json, sys
+from pathlib import Path
+run, tau = Path(sys.argv[1]), {}
+for heads in [run / "drafter", *sorted(run.glob("drafter-step*"))]:  # the last heads first: they win a tie
+    try:
+        tau[heads.name] = json.loads((heads / "evaluation.json").read_text())["gumiho"]["mean_accept_len"]
+    except (OSError, ValueError, KeyError):
+        pass
+print(max(tau, key=tau.get) if tau else "")
+PY
+)
+if [ -n "$BEST" ] && [ "$BEST" != drafter ]; then
+    tar cf "$OUT/.best.tar" -C "$R" "$BEST" && split -b 15000000 -d -a 1 "$OUT/.best.tar" "$OUT/best.tar."
+    rm -f "$OUT/.best.tar"
+    echo "the highest gumiho tau is $BEST's, not the last heads': best.tar.* brings them home"
+fi
 snap

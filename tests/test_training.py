@@ -388,3 +388,36 @@ def test_a_run_can_start_from_trained_heads(target, features, tmp_path):
                 tmp_path / "bad")
     with pytest.raises(GumihoError, match="not trained ones"):
         Trainer(target, features, TrainConfig(**{**cfg.__dict__, "init_from": "untrained"}), tmp_path / "bad2")
+
+
+def test_ship_can_take_the_heads_kept_where_the_step_curve_peaked(target, features, tmp_path):
+    """ship --ship-step N copies the heads kept after N steps, and its card says N steps and reports their own
+    evaluation; another run's evaluation, or a step that kept nothing, is refused by name."""
+    import argparse
+    import json
+
+    from safetensors.torch import load_file
+    from gumiho_core.training.run_commands import cmd_ship
+
+    cfg = TrainConfig(steps=6, tokens_per_step=384, micro_tokens=256, warmup_steps=2, draft_vocab=20, holdout=0.1,
+                      precision="fp32", keep_steps=(2,))
+    run = tmp_path / "train" / "r"
+    Trainer(target, features, cfg, run).run()
+    (tmp_path / "corpus").mkdir()
+    args = argparse.Namespace(workdir=str(tmp_path / "train"), target="tiny", run="r", ship_to=str(tmp_path / "dest"),
+                              ship_step=2, recipe="a recipe", corpus=str(tmp_path / "corpus"))
+    models = argparse.Namespace(target=lambda: target)
+    report = {"prompts": 2, "max_new_tokens": 8, **{m: {"mean_accept_len": 1.5, "per_depth": [0.5] + [0.0] * 6}
+                                                    for m in ("gumiho", "serial")}}
+    (run / "evaluation.json").write_text(json.dumps({**report, "draft": str(run / "drafter")}))
+    with pytest.raises(GumihoError, match="not an evaluation of"):
+        cmd_ship(args, models)  # the card would report the last heads' figures for the kept ones
+    (run / "evaluation.json").write_text(json.dumps({**report, "draft": str(run / "drafter-step2")}))
+    cmd_ship(args, models)
+    shipped, kept = (load_file(str(d / "model.safetensors")) for d in (tmp_path / "dest", run / "drafter-step2"))
+    last = load_file(str(run / "drafter" / "model.safetensors"))
+    assert all(torch.equal(shipped[k], kept[k]) for k in kept) and not all(torch.equal(last[k], kept[k]) for k in kept)
+    card = (tmp_path / "dest" / "README.md").read_text()
+    assert "2 optimizer steps (kept after step 2 of the run's 6" in card and "| gumiho | 1.50 |" in card
+    with pytest.raises(GumihoError, match="no heads kept after that step .*kept with weights: 2"):
+        cmd_ship(argparse.Namespace(**{**vars(args), "ship_step": 4}), models)

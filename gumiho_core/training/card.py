@@ -40,16 +40,18 @@ class Facts:
     objectives: dict
     steps: list | None = None  # the step curve (run_commands.cmd_steps): one point per kept checkpoint
     alignment: dict | None = None  # scripts/check_draft_alignment.py --out, as the run's alignment.json
+    kept_at: int | None = None  # the shipped heads were kept after this step (ship --ship-step); None: the run's last
 
     @classmethod
-    def gather(cls, args, target, history: list, draft_vocab: int | None) -> "Facts":
-        meta = json.loads((run_dir(args) / "drafter" / "config.json").read_text())
+    def gather(cls, args, target, history: list, draft_vocab: int | None, kept_at: int | None = None) -> "Facts":
+        heads = run_dir(args) / (f"drafter-step{kept_at}" if kept_at else "drafter")
+        meta = json.loads((heads / "config.json").read_text())
         trained_on = meta.get("device") or device_name(target.device)  # heads saved before the field: here
         return cls(target.name, target.vocab_size, trained_on.split(", ")[0], args.recipe,
                    meta["train_config"], history, draft_vocab or target.vocab_size, corpus_stats(args),
                    read_json(run_dir(args) / "evaluation.json"), read_json(workdir_for(args) / "scaling.json"),
                    {r.name[4:]: _objective_result(r) for r in sorted(workdir_for(args).glob("cmp-*"))},
-                   read_json(run_dir(args) / STEPS), read_json(run_dir(args) / ALIGNMENT))
+                   read_json(run_dir(args) / STEPS), read_json(run_dir(args) / ALIGNMENT), kept_at)
 
 
 def heads_name(path: str) -> str:
@@ -96,23 +98,30 @@ def _data(f: Facts) -> list[str]:
 
 
 def _training(f: Facts) -> list[str]:
-    cfg, last = f.train_config, f.history[-1]
-    hours = sum(h["seconds"] for h in f.history) / 3600
+    cfg, end = f.train_config, f.history[-1]
+    steps = f.kept_at or end["step"]
+    last = ([{}] + [h for h in f.history if h["step"] <= steps])[-1]  # the last validation of the heads shipped
+    share = steps / end["step"]  # of the run's steps (and so, about, of its epochs and hours) before these heads
+    epochs = f"About {end['epoch'] * share:.2f}" if f.kept_at else end["epoch"]
+    hours = sum(h["seconds"] for h in f.history) / 3600 * share
+    kept = f" (kept after step {steps:,} of the run's {end['step']:,} with `ship --ship-step`: the step curve peaked " \
+        "there)" if f.kept_at else ""
     top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS + ["serial2"] if f"val_{h}_top1" in last)
     rollout, below = cfg.get("rollout", "teacher-forced"), " (see below)" if f.objectives else ""
     start = f", starting from the trained heads `{heads_name(cfg['init_from'])}` (a fresh optimizer and schedule; " \
         "the steps and hours here are this run's alone)" if cfg.get("init_from") else ""
     return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
-            f"parallel MLP heads). Objective `{cfg['objective']}`{below}. {last['epoch']} epochs, "
-            f"{last['step']} optimizer steps of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
+            f"parallel MLP heads). Objective `{cfg['objective']}`{below}. {epochs} epochs, "
+            f"{steps} optimizer steps{kept} of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
             f"(warm-up: {cfg['warmup_steps']} steps or a tenth of the run if fewer; linear decay), grad clip "
             f"{cfg['grad_clip']}, {cfg['precision']} matmuls on "
             f"{f.device}; {hours:.2f} hours of training{start}. Draft vocabulary: {f.draft_vocab} tokens, the most frequent "
             f"of the training data up to {cfg['draft_vocab']} (the target still verifies over all {f.vocab}). "
             "Weights stored in fp16.", "", "![loss curve](loss.png)", "",
-            f"Rollout `{rollout}`: the heads are trained on inputs {ROLLOUT_WORDS.get(rollout, rollout)}. Held-out "
-            "conversations (5% of the prompts, every answer to a held-out prompt), top-1 agreement with the target "
-            f"after the last step, the heads' inputs made the same way: {top1}.", ""]
+            f"Rollout `{rollout}`: the heads are trained on inputs {ROLLOUT_WORDS.get(rollout, rollout)}."
+            + (" Held-out conversations (5% of the prompts, every answer to a held-out prompt), top-1 agreement with "
+               f"the target at step {last['step']:,}, the heads' inputs made the same way: {top1}." if top1 else ""),
+            ""]
 
 
 def _parity(f: Facts) -> list[str]:

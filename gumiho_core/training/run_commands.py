@@ -195,15 +195,35 @@ def cmd_scaling(args, models) -> None:
     log.info("scaling curve in %s", workdir_for(args) / "scaling.png")
 
 
+def shipped_heads(args) -> Path:
+    """The heads `ship` copies: the run's last, or with --ship-step N those it kept after N steps (where the step
+    curve peaked before the end); then the run's evaluation.json must be theirs, since the card reports it."""
+    run = run_dir(args)
+    if not args.ship_step:
+        if not (run / "drafter" / "model.safetensors").is_file():
+            raise GumihoError(f"no trained drafter in {run}; run the train command first")
+        return run / "drafter"
+    heads = run / f"drafter-step{args.ship_step}"
+    if not (heads / "model.safetensors").is_file():
+        kept = [str(step) for step, folder in kept_heads(run)
+                if folder.parent == run and folder.name != "drafter" and (folder / "model.safetensors").is_file()]
+        raise GumihoError(f"--ship-step {args.ship_step}: {run} holds no heads kept after that step (kept with "
+                          f"weights: {', '.join(kept) or 'none'}; from a GPU, gpu_train.sh's best.tar brings the best)")
+    report = card.read_json(run / "evaluation.json") or {}
+    if Path(report.get("draft", "")).name != heads.name:
+        raise GumihoError(f"{run / 'evaluation.json'} is not an evaluation of {heads} (it holds "
+                          f"{report.get('draft', 'none')}'s); the card reports it, so evaluate them first: train "
+                          f"evaluate --run {run.name} --draft {heads} --eval-n 16")
+    return heads
+
+
 def cmd_ship(args, models) -> None:
     """Copy the trained heads into assets/ with a model card (data, recipe, loss, acceptance, scaling)."""
-    run = run_dir(args)
-    if not (run / "drafter" / "model.safetensors").is_file():
-        raise GumihoError(f"no trained drafter in {run}; run the train command first")
+    run, heads = run_dir(args), shipped_heads(args)
     dest = Path(args.ship_to) if args.ship_to else DEFAULT_DRAFTER
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "model.safetensors"):
-        shutil.copy(run / "drafter" / name, dest / name)
+        shutil.copy(heads / name, dest / name)
     history = json.loads((run / "history.json").read_text())
     plot_history(history, dest / "loss.png")
     scaling, steps = workdir_for(args) / SCALING, run / card.STEPS
@@ -215,7 +235,7 @@ def cmd_ship(args, models) -> None:
         card.plot_steps(json.loads(steps.read_text()), history, dest / "steps.png")
     with safe_open(dest / "model.safetensors", "pt") as f:  # the heads' own vocabulary, as shipped
         draft_vocab = f.get_slice("draft_vocab").get_shape()[0] if "draft_vocab" in f.keys() else None
-    facts = card.Facts.gather(args, models.target(), history, draft_vocab)
+    facts = card.Facts.gather(args, models.target(), history, draft_vocab, args.ship_step or None)
     (dest / "README.md").write_text(card.model_card(facts))
     log.info("shipped to %s", dest)
 
