@@ -106,6 +106,7 @@ echo "train exited $CODE after $SECONDS s (124: stopped by the time limit; call 
 [ $CODE -eq 0 ] || exit $CODE
 
 evaluate() {  # heads, where the report goes (where `train steps` looks for it), a name for the log
+    [ -f "$2" ] && return 0  # evaluated by an earlier call (a report is written whole, at its end)
     OMP_NUM_THREADS=2 timeout "$(( $(left) - 5 ))" $PY -m gumiho_core.train evaluate --device "$DEV" --draft "$1" \
         --eval-n "${EVAL_N:-8}" --eval-tokens "${EVAL_TOKENS:-96}" --eval-out "$2" > "$LOGS/eval-$3.log" 2>&1 &
 }
