@@ -19,8 +19,9 @@
 # 3, steps.tar, logs.tgz).
 #
 # STEPS=auto sizes the schedule to the call: before the run starts, a probe of PROBE_STEPS (default 60) steps with
-# the same options times a step and the run's start, and the run gets --steps to end about 30 s before SECONDS
-# (written to the logs' `steps` and kept beside the run, so that a resuming call keeps the same schedule).
+# the same options times a step and the run's start, and the run gets --steps to end EVAL_S seconds (default 30)
+# before SECONDS, which the evaluations after the run use (the schedule is written to the logs' `steps` and kept
+# beside the run, so that a resuming call keeps it).
 # STEPS_MAX=N caps it: N steps when they fit, fewer when they do not.
 #
 # PROFILE_STEPS=N (default 0: none): once the features are there, and once per run, scripts/measure_train_speed.py
@@ -31,7 +32,7 @@
 #
 # Environment: OUT (required: where results go), GUMIHO_CACHE (the cache the run lives in),
 # GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, STEPS_MAX, PROBE_STEPS,
-# PROFILE_STEPS, CORPUS (the profile's corpus; default the repository's), EVAL_N, EVAL_TOKENS.
+# PROFILE_STEPS, CORPUS (the profile's corpus; default the repository's), EVAL_N, EVAL_TOKENS, EVAL_S.
 set -u
 RUN=${1:?usage: gpu_train.sh RUN SECONDS [train options]}
 SECONDS_MAX=${2:?usage: gpu_train.sh RUN SECONDS [train options]}
@@ -59,8 +60,8 @@ size_run() {  # a probe run with the same options: seconds per step and the run'
     rm -rf "${WORK:?}/$probe"
     $PY -m gumiho_core.train train --device "$DEV" --run "$probe" "$@" --steps "${PROBE_STEPS:-60}" \
         --checkpoint-minutes 60 >> "$LOGS/probe.log" 2>&1 || { echo "the probe failed: see probe.log"; return 1; }
-    $PY - "$WORK/$probe/history.json" "$((SECONDS - t0))" "$(( $(left) - 30 ))" "${STEPS_MAX:-0}" > "$R.steps.new" \
-        <<'PY' || return 1
+    $PY - "$WORK/$probe/history.json" "$((SECONDS - t0))" "$(( $(left) - ${EVAL_S:-30} ))" "${STEPS_MAX:-0}" \
+        > "$R.steps.new" <<'PY' || return 1
 import json, sys
 rows, wall, left, cap = json.load(open(sys.argv[1])), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 training = sum(r["seconds"] for r in rows)  # the steps alone; the rest of the probe's time is its start and end
