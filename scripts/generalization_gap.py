@@ -33,32 +33,27 @@ SETS = ("trained-on", "held-out", "new")
 SHOWN = ("serial", "serial2", "mlp1", "mlp2", "mlp3", "mlp4", "mlp5")
 
 
-def _conversations(corpus: Path, new_keys: set[str], holdout: float, seed: int):
+def _conversations(corpus: Path, new_keys: set[str], holdout: float, seed: int) -> dict:
     """The corpus's conversations (no features yet) by set."""
-    import torch
-
     from gumiho_core.training.corpus import parts, read_part
-    from gumiho_core.training.data import Sequence, split
+    from gumiho_core.training.data import held_out_groups
 
     rows = [r for part in parts(corpus) for r in read_part(part)]
-    stubs = [Sequence(torch.empty(0), torch.tensor(r.ids), torch.empty(0), r.prompt_key) for r in rows]
-    by_id = {id(s): r for s, r in zip(stubs, rows)}
-    train, held = split(stubs, holdout, seed)
-    return {"trained-on": [by_id[id(s)] for s in train if s.group not in new_keys],
-            "held-out": [by_id[id(s)] for s in held if s.group not in new_keys],
-            "new": [by_id[id(s)] for s in stubs if s.group in new_keys]}
+    held = held_out_groups(sorted({r.prompt_key for r in rows}), holdout, seed) - new_keys
+    return {"trained-on": [r for r in rows if r.prompt_key not in held and r.prompt_key not in new_keys],
+            "held-out": [r for r in rows if r.prompt_key in held],
+            "new": [r for r in rows if r.prompt_key in new_keys]}
 
 
 def _with_features(target, rows) -> list:
     import torch
 
-    from gumiho_core.training.data import Sequence
+    from gumiho_core.training.data import conversation_sequence
     from gumiho_core.training.distill import batched_features
 
     with torch.inference_mode():  # else every feature keeps the target's whole forward graph alive
         feats = batched_features(target, [list(r.ids) for r in rows], max_batch_tokens=4096)
-    return [Sequence(f, torch.tensor(r.ids), torch.tensor([False] * len(r.prompt_ids) + [True] * len(r.answer_ids)),
-                     r.prompt_key) for r, f in zip(rows, feats)]
+    return [conversation_sequence(r, f) for r, f in zip(rows, feats)]
 
 
 def main(argv=None) -> int:
@@ -103,8 +98,7 @@ def main(argv=None) -> int:
                 continue
             seqs = _with_features(target, drawn[name])
             trainer = trainer or Trainer(target, seqs[:1], cfg, out)
-            trainer.val_seqs = seqs
-            figures[name] = {k.removeprefix("val_"): round(v, 4) for k, v in trainer.validate().items()}
+            figures[name] = {k.removeprefix("val_"): round(v, 4) for k, v in trainer.validate(seqs).items()}
             figures[name]["conversations"] = len(seqs)
             figures[name]["answer_tokens"] = int(sum(int(s.mask.sum()) for s in seqs))
     _print(figures, {k: len(v) for k, v in pools.items()})

@@ -109,14 +109,22 @@ echo "train exited $CODE after $SECONDS s (124: stopped by the time limit; call 
 evaluate() {  # heads, where the report goes (where `train steps` looks for it), a name for the log
     [ -f "$2" ] && return 0  # evaluated by an earlier call (a report is written whole, at its end)
     OMP_NUM_THREADS=2 timeout "$(( $(left) - 5 ))" $PY -m gumiho_core.train evaluate --device "$DEV" --draft "$1" \
-        --eval-n "${EVAL_N:-8}" --eval-tokens "${EVAL_TOKENS:-96}" --eval-out "$2" > "$LOGS/eval-$3.log" 2>&1 &
+        --eval-n "${EVAL_N:-8}" --eval-tokens "${EVAL_TOKENS:-96}" --eval-out "$2" < /dev/null \
+        > "$LOGS/eval-$3.log" 2>&1 &
 }
-START=$($PY -c 'import json, sys; print((json.load(open(sys.argv[1])).get("train_config") or {}).get("init_from")
-    or "")' "$R/drafter/config.json")
-[ -n "$START" ] && [ -f "$START/config.json" ] && evaluate "$START" "$R/evaluation-step0.json" step0
-for heads in "$R"/drafter-step* "$R/drafter"; do
-    [ -f "$heads/config.json" ] && evaluate "$heads" "$heads/evaluation.json" "$(basename "$heads")"
-done
+# the step curve's points, as `train steps` finds them: the heads the run began from, kept and ended with, and
+# where each one's report goes (run_commands.kept_heads, step_report_file)
+$PY - "$R" > "$LOGS/points" <<'PY'
+import sys
+from pathlib import Path
+from gumiho_core.training.run_commands import kept_heads, step_report_file
+run = Path(sys.argv[1])
+for step, heads in kept_heads(run):
+    print(heads, step_report_file(run, step, heads), f"step{step}", sep="\t")
+PY
+while IFS=$'\t' read -r heads report name; do
+    evaluate "$heads" "$report" "$name"
+done < "$LOGS/points"
 wait
 ls "$R"/drafter*/evaluation.json "$R/evaluation-step0.json" 2>/dev/null | wc -l | xargs echo "evaluations written:"
 # the step curve's points without their weights: unpacked into the run's folder at home (after heads.tar),

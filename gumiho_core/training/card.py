@@ -43,9 +43,11 @@ class Facts:
     kept_at: int | None = None  # the shipped heads were kept after this step (ship --ship-step); None: the run's last
 
     @classmethod
-    def gather(cls, args, target, history: list, draft_vocab: int | None, kept_at: int | None = None) -> "Facts":
-        heads = run_dir(args) / (f"drafter-step{kept_at}" if kept_at else "drafter")
+    def gather(cls, args, target, history: list, draft_vocab: int | None, heads: Path | None = None) -> "Facts":
+        """`heads`: the folder shipped (default the run's last heads; another is one it kept along the way)."""
+        heads = heads or run_dir(args) / "drafter"
         meta = json.loads((heads / "config.json").read_text())
+        kept_at = meta["steps"] if heads.name != "drafter" else None
         trained_on = meta.get("device") or device_name(target.device)  # heads saved before the field: here
         return cls(target.name, target.vocab_size, trained_on.split(", ")[0], args.recipe,
                    meta["train_config"], history, draft_vocab or target.vocab_size, corpus_stats(args),

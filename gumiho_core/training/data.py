@@ -24,7 +24,7 @@ from tqdm import tqdm
 from ..errors import GumihoError
 from ..jsonl import read_jsonl  # noqa: F401  (re-exported for the CLI)
 from ..target import Target
-from .corpus import parts, read_part
+from .corpus import Conversation, parts, read_part
 from .distill import features_match
 
 log = logging.getLogger(__name__)
@@ -141,18 +141,24 @@ def load_features(folder: str | Path, target_hidden: int | None = None) -> list[
     return seqs
 
 
-def split(seqs: list[Sequence], holdout: float, seed: int) -> tuple[list, list]:
-    """(train, held-out): a `holdout` share of the groups is held out, every answer of a prompt together (else a
-    prompt's greedy answer would be learned and its sampled answer 'held out'). A group's side depends on its own
-    name only (a hash), so answers added to the corpus later never move an old group between the sides."""
+def held_out_groups(groups, holdout: float, seed: int) -> set[str]:
+    """The groups (prompt keys) a `holdout` share of which is held out. A group's side depends on its own name only
+    (a hash), so answers added to the corpus later never move an old group between the sides."""
     def draw(group: str) -> float:
         digest = hashlib.sha256(f"{seed}:{group}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2 ** 64
 
+    val = {g for g in groups if draw(g) < holdout}
+    if holdout > 0 and not val and groups:  # a tiny corpus still validates on something
+        val = {min(groups, key=draw)}
+    return val
+
+
+def split(seqs: list[Sequence], holdout: float, seed: int) -> tuple[list, list]:
+    """(train, held-out): a `holdout` share of the groups is held out (held_out_groups), every answer of a prompt
+    together (else a prompt's greedy answer would be learned and its sampled answer 'held out')."""
     names = [s.group or str(i) for i, s in enumerate(seqs)]
-    val = {g for g in names if draw(g) < holdout}
-    if holdout > 0 and not val:  # a tiny corpus still validates on something
-        val = {min(names, key=draw)}
+    val = held_out_groups(names, holdout, seed)
     held = [g in val for g in names]
     return [s for s, h in zip(seqs, held) if not h], [s for s, h in zip(seqs, held) if h]
 
@@ -175,11 +181,16 @@ def load_corpus(corpus_dir: str | Path, features_dir: str | Path, hidden_size: i
         off = d["offsets"].tolist()
         for r, a, b in zip(rows, off, off[1:]):
             if _in_fraction(r.prompt_key, fraction):
-                mask = torch.tensor([0] * len(r.prompt_ids) + [1] * len(r.answer_ids), dtype=torch.bool)
-                seqs.append(Sequence(d["hidden"][a:b], torch.tensor(r.ids), mask, r.prompt_key))
+                seqs.append(conversation_sequence(r, d["hidden"][a:b]))
     if not seqs:
         raise GumihoError(f"the corpus in {corpus_dir} is empty; run generate-data first")
     return seqs
+
+
+def conversation_sequence(row: Conversation, hidden: torch.Tensor) -> Sequence:
+    """A corpus conversation with its features [T, H]: the loss counts the answer's tokens, grouped by prompt."""
+    mask = torch.tensor([False] * len(row.prompt_ids) + [True] * len(row.answer_ids))
+    return Sequence(hidden, torch.tensor(row.ids), mask, row.prompt_key)
 
 
 def _in_fraction(key: str, fraction: float) -> bool:

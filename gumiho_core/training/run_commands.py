@@ -235,7 +235,7 @@ def cmd_ship(args, models) -> None:
         card.plot_steps(json.loads(steps.read_text()), history, dest / "steps.png")
     with safe_open(dest / "model.safetensors", "pt") as f:  # the heads' own vocabulary, as shipped
         draft_vocab = f.get_slice("draft_vocab").get_shape()[0] if "draft_vocab" in f.keys() else None
-    facts = card.Facts.gather(args, models.target(), history, draft_vocab, args.ship_step or None)
+    facts = card.Facts.gather(args, models.target(), history, draft_vocab, heads)
     (dest / "README.md").write_text(card.model_card(facts))
     log.info("shipped to %s", dest)
 

@@ -252,13 +252,15 @@ class Trainer:
                          extra=self._drafter_meta())
 
     @torch.no_grad()
-    def validate(self) -> dict:
-        if not self.val_seqs:
+    def validate(self, seqs: list[Sequence] | None = None) -> dict:
+        """Mean held-out metrics ("val_" names) of the run's held-out conversations, or of `seqs`."""
+        seqs = self.val_seqs if seqs is None else seqs
+        if not seqs:
             return {}
         self.drafter.eval()
         progress = EpochProgress()
         weights = OBJECTIVES[self.cfg.objective]
-        for micro in micro_batches(self.val_seqs, self.cfg.micro_tokens, random.Random(0)):
+        for micro in micro_batches(seqs, self.cfg.micro_tokens, random.Random(0)):
             batch, _, plan = self._on_device(micro, weights, metrics=True)
             with self._autocast():
                 _, metrics = gumiho_loss(self.drafter, batch, weights, rollout=self.cfg.rollout, plan=plan)
