@@ -23,6 +23,9 @@
 # before SECONDS, which the evaluations after the run use (the schedule is written to the logs' `steps` and kept
 # beside the run, so that a resuming call keeps it).
 # STEPS_MAX=N caps it: N steps when they fit, fewer when they do not.
+# BUDGET_S=N lets the schedule span calls: it is sized to N seconds counted from this call's start (default SECONDS,
+# this call alone), less one run start (the probe's) for each further call of SECONDS; give the same command again
+# in the next calls until the run is done (a lease's two work calls hold about 780 s of its 15 minutes).
 #
 # PROFILE_STEPS=N (default 0: none): once the features are there, and once per run, scripts/measure_train_speed.py
 # times N optimizer steps of the trainer (bf16, as drafted) in micro-batches of 8192 padded tokens (what `train`
@@ -31,8 +34,8 @@
 # as on a CPU), for comparison; then the timed steps' JSON lines.
 #
 # Environment: OUT (required: where results go), GUMIHO_CACHE (the cache the run lives in),
-# GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, STEPS_MAX, PROBE_STEPS,
-# PROFILE_STEPS, CORPUS (the profile's corpus; default the repository's), EVAL_N, EVAL_TOKENS, EVAL_S.
+# GUMIHO_TRAIN_DEVICE (default cuda; cpu for a smoke test), PYTHON (default python3), STEPS, STEPS_MAX, BUDGET_S,
+# PROBE_STEPS, PROFILE_STEPS, CORPUS (the profile's corpus; default the repository's), EVAL_N, EVAL_TOKENS, EVAL_S.
 set -u
 RUN=${1:?usage: gpu_train.sh RUN SECONDS [train options]}
 SECONDS_MAX=${2:?usage: gpu_train.sh RUN SECONDS [train options]}
@@ -45,6 +48,7 @@ R="$WORK/$RUN"
 LOGS="$R.logs"
 mkdir -p "$LOGS"
 left() { echo $((SECONDS_MAX - SECONDS)); }
+TAIL=25  # seconds a call keeps after the run: its stop after the step it is in (up to 15 s), then the packing
 
 snap() {
     tar czf "$OUT/.logs.tgz" -C "$LOGS" . 2>/dev/null && mv "$OUT/.logs.tgz" "$OUT/logs.tgz"
@@ -60,16 +64,19 @@ size_run() {  # a probe run with the same options: seconds per step and the run'
     rm -rf "${WORK:?}/$probe"
     $PY -m gumiho_core.train train --device "$DEV" --run "$probe" "$@" --steps "${PROBE_STEPS:-60}" \
         --checkpoint-minutes 60 >> "$LOGS/probe.log" 2>&1 || { echo "the probe failed: see probe.log"; return 1; }
-    $PY - "$WORK/$probe/history.json" "$((SECONDS - t0))" "$(( $(left) - ${EVAL_S:-30} ))" "${STEPS_MAX:-0}" \
-        > "$R.steps.new" <<'PY' || return 1
+    local budget=${BUDGET_S:-$SECONDS_MAX}
+    $PY - "$WORK/$probe/history.json" "$((SECONDS - t0))" "$(( budget - SECONDS - ${EVAL_S:-30} ))" \
+        "${STEPS_MAX:-0}" "$(( (budget + SECONDS_MAX - 1) / SECONDS_MAX ))" "$((TAIL + 10))" > "$R.steps.new" <<'PY' \
+        || return 1
 import json, sys
 rows, wall, left, cap = json.load(open(sys.argv[1])), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+calls, handover = max(1, int(sys.argv[5])), float(sys.argv[6])  # a call that hands over: its tail, the next's checks
 training = sum(r["seconds"] for r in rows)  # the steps alone; the rest of the probe's time is its start and end
 per_step = training / rows[-1]["step"]
-fit = int((left - (wall - training)) / per_step)
+fit = int((left - calls * (wall - training) - (calls - 1) * handover) / per_step)
 steps = min(fit, cap) if cap > 0 else fit
-print(f"probe: {per_step:.3f} s a step, {wall - training:.0f} s to start and end; {left:.0f} s left: {fit} steps fit, "
-      f"{steps} scheduled", file=sys.stderr)
+print(f"probe: {per_step:.3f} s a step, {wall - training:.0f} s to start and end; {left:.0f} s left over {calls} "
+      f"call(s): {fit} steps fit, {steps} scheduled", file=sys.stderr)
 if steps < 1:
     sys.exit("no time left for a run after the probe")
 print(steps)
@@ -98,7 +105,9 @@ if [ "${STEPS:-}" = auto ]; then
 fi
 ( while sleep 30; do snap; done ) &
 LOOP=$!
-timeout "$(( $(left) - 15 ))" $PY -m gumiho_core.train train --device "$DEV" --run "$RUN" --checkpoint-minutes 1 "$@" \
+# timeout's SIGTERM stops the run after the step it is in, with a checkpoint there (a later call loses nothing);
+# a run that has not stopped 15 s later is killed, and resumes from its last checkpoint
+timeout -k 15 "$(( $(left) - TAIL ))" $PY -m gumiho_core.train train --device "$DEV" --run "$RUN" --checkpoint-minutes 1 "$@" \
     >> "$LOGS/train.log" 2>&1
 CODE=$?
 kill $LOOP 2>/dev/null

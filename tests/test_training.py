@@ -1,5 +1,6 @@
 """The data pipeline and the training objective on tiny random targets."""
 import json
+import signal
 
 import pytest
 import torch
@@ -7,6 +8,7 @@ import torch.nn.functional as F
 
 from gumiho_core import DecodeConfig, GumihoError, TreeConfig, generate, start
 from gumiho_core.acceptance import Acceptance
+from gumiho_core.training.checkpoint import stop_on_signals
 from gumiho_core.training.data import extract_features, load_features, read_jsonl, split
 from gumiho_core.training.sampler import BatchSampler, Request
 from gumiho_core.training.objective import LossWeights, collate, gumiho_loss
@@ -238,6 +240,41 @@ def test_a_run_resumed_mid_epoch_equals_an_uninterrupted_one(target, features, t
         assert torch.equal(a[k], b[k]), k
     assert second.history[-1]["val_loss"] == straight.history[-1]["val_loss"]
     assert second.history[-1]["train_loss"] == pytest.approx(straight.history[-1]["train_loss"], rel=1e-12)
+
+
+def test_a_signal_stops_a_run_after_its_step_with_a_checkpoint_there(target, features, tmp_path):
+    """SIGTERM (what `timeout` sends when a device call's time is up) during step 3 stops the run after that step
+    with a checkpoint there, not at the last periodic one: the resumed run loses nothing and equals an
+    uninterrupted one. Outside the block the process's own handler is back."""
+    cfg = TrainConfig(steps=6, tokens_per_step=384, micro_tokens=256, warmup_steps=2, draft_vocab=0, holdout=0.0,
+                      precision="fp32", checkpoint_minutes=60)
+    straight = Trainer(target, features, cfg, tmp_path / "straight")
+    straight.run()
+    unhandled = []  # a SIGTERM that reached this handler would have ended a real run without its checkpoint
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: unhandled.append(signum))
+    try:
+        first = Trainer(target, features, cfg, tmp_path / "stopped")
+        step = first._optimizer_step
+
+        def step_then_signal():
+            step()
+            if first.step == 3:
+                signal.raise_signal(signal.SIGTERM)
+        first._optimizer_step = step_then_signal
+        with stop_on_signals() as stop:
+            first.run(stop=stop)
+        assert stop.is_set() and stop.signum == signal.SIGTERM and not unhandled
+        assert first.step == 3 and not first.history, "stopped after the step it was in, mid-epoch"
+        signal.raise_signal(signal.SIGTERM)
+        assert unhandled == [signal.SIGTERM], "the handler from before the block is back"
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    second = Trainer(target, features, cfg, tmp_path / "stopped")
+    assert second.step == 3, "the checkpoint holds every step trained"
+    second.run()
+    a, b = _all_state(straight), _all_state(second)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
 
 
 def test_checkpoints_come_inside_an_epoch_and_keep_the_asked_steps(target, features, tmp_path):

@@ -3,10 +3,14 @@
 A resumed run equals an uninterrupted one: the checkpoint holds the weights, the optimizer's moments, the step
 (the rate schedule is a function of it and the fixed total), the data order's random state at the epoch's start
 with the micro-batches already done, and torch's random state (feature noise, the CE's sampled positions).
-Checkpoints are taken between optimizer steps, when no gradient is pending.
+Checkpoints are taken between optimizer steps, when no gradient is pending; `stop_on_signals` turns SIGTERM (what
+`timeout` sends when a device call's time is up) and a first Ctrl-C into a stop after the current step, with one.
 """
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +57,44 @@ class EpochProgress:
     @classmethod
     def from_state(cls, state: dict | None) -> "EpochProgress":
         return cls(**state) if state else cls()
+
+
+class Stopped(Exception):
+    """A run stopped by a signal after an optimizer step, with a checkpoint there: the same command resumes it."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum  # the shell's code for a process ended by that signal
+
+
+class StopRequest(threading.Event):
+    """Set by SIGTERM or a first Ctrl-C while `stop_on_signals` holds; `signum` says which came first."""
+
+    signum: int = 0
+
+
+@contextlib.contextmanager
+def stop_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)):
+    """Within the block, the signals set the StopRequest it yields instead of ending the process, so that a run
+    stops after its current optimizer step with a checkpoint and loses no trained step; a second Ctrl-C stops at
+    once. Outside the main thread (where Python delivers no signals) the request is only there to be set."""
+    stop = StopRequest()
+
+    def request(signum, frame):
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.signum = stop.signum or signum
+        stop.set()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    before = {s: signal.signal(s, request) for s in signals}
+    try:
+        yield stop
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def save_checkpoint(path: Path, state: dict) -> None:

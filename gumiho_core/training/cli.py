@@ -22,6 +22,7 @@ import sys
 
 from ..cli import model_args, quiet_transformers
 from ..errors import GumihoError
+from .checkpoint import Stopped
 from .data_commands import cmd_extract_features, cmd_generate_data, cmd_make_prompts
 from .distill import DistillConfig as DistillDefaults
 from .objective import OBJECTIVES
@@ -160,4 +161,7 @@ def main(argv=None) -> int:
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Stopped as e:
+        print(f"stopped: {e}", file=sys.stderr)
+        return e.exit_code
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import signal
 from pathlib import Path
 
 from safetensors import safe_open
@@ -20,6 +21,7 @@ from . import card, datacurve
 from .data import load_corpus, load_features
 from .export import export_official
 from .card import plot_history
+from .checkpoint import Stopped, stop_on_signals
 from .schedule import micro_tokens_for
 from .trainer import Trainer, TrainConfig
 from .workspace import corpus_dir_for, features_dir_for, run_dir, trained_heads, workdir_for
@@ -76,7 +78,11 @@ def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
         {"fraction": share, "conversations": len(trainer.train_seqs), "answer_tokens": card.answer_tokens(trainer)}))
     log.info("%s: %d training / %d held-out conversations, %d steps per epoch", run, len(trainer.train_seqs),
              len(trainer.val_seqs), trainer.steps_per_epoch)
-    trainer.run()
+    with stop_on_signals() as stop:
+        trainer.run(stop=stop)
+    if stop.is_set():
+        raise Stopped(f"{run}: stopped by {signal.Signals(stop.signum).name} after step {trainer.step} of "
+                      f"{trainer.total_steps}, with a checkpoint there; the same command resumes it", stop.signum)
     plot_history(trainer.history, folder / "loss.png")
     return trainer
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -201,8 +202,9 @@ class Trainer:
         self.progress.add(metrics, plan.tokens)
         return metrics
 
-    def train_epoch(self, until: int | None = None) -> dict | None:
-        """Train to the end of the epoch (or of the schedule); None if stopped at step `until` (checkpointed)."""
+    def train_epoch(self, until: int | None = None, stop: threading.Event | None = None) -> dict | None:
+        """Train to the end of the epoch (or of the schedule); None if stopped, with a checkpoint, at step `until`
+        or after the step during which `stop` was set."""
         self.drafter.train()
         batches, ends = self._epoch_plan()
         weights, saved, t0 = self._weights(), time.time(), time.time() - self.progress.seconds
@@ -218,10 +220,11 @@ class Trainer:
             self.progress.micro, self.progress.seconds = i + 1, time.time() - t0
             if self.finished() and i + 1 < len(batches):
                 break
-            if self.step == until or self._checkpoint_due(saved):
+            halt = self.step == until or (stop is not None and stop.is_set())
+            if halt or self._checkpoint_due(saved):
                 self._save()
                 saved = time.time()
-                if self.step == until:
+                if halt:
                     return None
         return self._end_epoch(self.progress.micro / len(batches))
 
@@ -282,11 +285,12 @@ class Trainer:
         save_drafter(self.drafter, self.out / "drafter", dtype=torch.float16, extra=self._drafter_meta())
         (self.out / "history.json").write_text(json.dumps(self.history, indent=1))
 
-    def run(self, until: int | None = None) -> GumihoDrafter:
+    def run(self, until: int | None = None, stop: threading.Event | None = None) -> GumihoDrafter:
         """Train to the end of the schedule; `until`: stop after that optimizer step with a checkpoint, as if
-        interrupted there (a later Trainer on the same folder resumes)."""
+        interrupted there (a later Trainer on the same folder resumes); `stop`: likewise after the step during which
+        it is set (checkpoint.stop_on_signals sets it)."""
         while not self.finished():
-            row = self.train_epoch(until)
+            row = self.train_epoch(until, stop)
             if row is None:
                 break
             log.info("epoch %s: %s", row["epoch"], {k: round(v, 4) for k, v in row.items()
