@@ -329,6 +329,14 @@ def test_soft_cross_entropy_equals_the_log_softmax_formula_and_its_gradient():
     half = SoftCrossEntropy.apply(z.detach().bfloat16(), target.float(), rows)  # bf16 logits: summed in fp32
     assert half.dtype == torch.float32
     torch.testing.assert_close(half.double(), want.detach(), rtol=2e-2, atol=2e-2)
+    temp = 2 * z  # logits the loss alone reads, as in training: their gradient may be written over them
+    before = temp.detach().clone()
+    over = SoftCrossEntropy.apply(temp, target, rows, CE_ROWS, True)
+    (dz_over,) = torch.autograd.grad((over * weights).sum(), z)
+    (dz_new,) = torch.autograd.grad((SoftCrossEntropy.apply(2 * z, target, rows) * weights).sum(), z)
+    torch.testing.assert_close(over.detach(), SoftCrossEntropy.apply(before, target, rows))
+    torch.testing.assert_close(dz_over, dz_new)
+    assert not torch.equal(temp.detach(), before), "the gradient went into the logits' own buffer"
 
 
 def test_a_gpu_takes_the_soft_cross_entropy_whole():
