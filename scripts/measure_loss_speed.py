@@ -3,9 +3,9 @@
     .venv/bin/python scripts/measure_loss_speed.py --corpus DIR --workdir DIR [--code PATH] [--precision fp32]
         [--micro-batches 2] [--micro-tokens 2048] [--rollout teacher-forced] [--threads 1] [--flops]
 
-Builds the Trainer (--threads, default one) on the corpus's parts that have features under --workdir/features, runs
-micro-batch 0 to warm up, then times gumiho_loss + backward on micro-batches 1..N, as train_epoch runs them
-(no optimizer step). --code runs another checkout's gumiho_core (e.g. an older commit exported with git
+Builds the Trainer (--threads, default one) on the corpus's parts that have features under
+--workdir/features, runs micro-batch 0 to warm up, then times gumiho_loss + backward on micro-batches 1..N, as
+train_epoch runs them (no optimizer step). --code runs another checkout's gumiho_core (e.g. an older commit exported with git
 archive), so versions can be interleaved on the same micro-batches; --rollout only for a checkout that has
 rollouts. Prints one JSON line. Compare versions only as ratios measured in one interleaved run.
 
