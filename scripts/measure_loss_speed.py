@@ -5,9 +5,9 @@
 
 Builds the Trainer (--threads, default one) on the corpus's parts that have features under
 --workdir/features, runs micro-batch 0 to warm up, then times gumiho_loss + backward on micro-batches 1..N, as
-train_epoch runs them (no optimizer step). --code runs another checkout's gumiho_core (e.g. an older commit exported with git
-archive), so versions can be interleaved on the same micro-batches; --rollout only for a checkout that has
-rollouts. Prints one JSON line. Compare versions only as ratios measured in one interleaved run.
+train_epoch runs them (no optimizer step). --code runs another checkout's gumiho_core (e.g. an older commit
+exported with git archive), so versions can be interleaved on the same micro-batches; --rollout only for a
+checkout that has rollouts. Prints one JSON line. Compare versions only as ratios measured in one interleaved run.
 
 --flops then counts the arithmetic of the same micro-batches (torch's FlopCounterMode: the matmuls, forward and
 backward, and the attention kernels it knows) and times one matmul of the drafter's shape in the run's precision
