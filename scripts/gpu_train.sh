@@ -25,7 +25,7 @@
 # STEPS_MAX=N caps it: N steps when they fit, fewer when they do not.
 # BUDGET_S=N lets the schedule span calls: it is sized to N seconds counted from this call's start (default SECONDS,
 # this call alone), less one run start (the probe's) for each further call of SECONDS; give the same command again
-# in the next calls until the run is done (a lease's two work calls hold about 780 s of its 15 minutes).
+# in the next calls until the run is done (a lease's two work calls hold about 700 s of its 15 minutes).
 #
 # PROFILE_STEPS=N (default 0: none): once the features are there, and once per run, scripts/measure_train_speed.py
 # times N optimizer steps of the trainer (bf16, as drafted) in micro-batches of 8192 padded tokens (what `train`
