@@ -107,8 +107,8 @@ fi
 LOOP=$!
 # timeout's SIGTERM stops the run after the step it is in, with a checkpoint there (a later call loses nothing);
 # a run that has not stopped 15 s later is killed, and resumes from its last checkpoint
-timeout -k 15 "$(( $(left) - TAIL ))" $PY -m gumiho_core.train train --device "$DEV" --run "$RUN" --checkpoint-minutes 1 \
-    "$@" >> "$LOGS/train.log" 2>&1
+timeout -k 15 "$(( $(left) - TAIL ))" $PY -m gumiho_core.train train --device "$DEV" --run "$RUN" \
+    --checkpoint-minutes 1 "$@" >> "$LOGS/train.log" 2>&1
 CODE=$?
 kill $LOOP 2>/dev/null
 snap
