@@ -49,6 +49,7 @@ LOGS="$R.logs"
 mkdir -p "$LOGS"
 left() { echo $((SECONDS_MAX - SECONDS)); }
 TAIL=25  # seconds a call keeps after the run: its stop after the step it is in (up to 15 s), then the packing
+HANDOVER=$((TAIL + 10))  # what handing a run to the next call costs: this call's tail, the next one's feature check
 
 snap() {
     tar czf "$OUT/.logs.tgz" -C "$LOGS" . 2>/dev/null && mv "$OUT/.logs.tgz" "$OUT/logs.tgz"
@@ -66,11 +67,11 @@ size_run() {  # a probe run with the same options: seconds per step and the run'
         --checkpoint-minutes 60 >> "$LOGS/probe.log" 2>&1 || { echo "the probe failed: see probe.log"; return 1; }
     local budget=${BUDGET_S:-$SECONDS_MAX}
     $PY - "$WORK/$probe/history.json" "$((SECONDS - t0))" "$(( budget - SECONDS - ${EVAL_S:-30} ))" \
-        "${STEPS_MAX:-0}" "$(( (budget + SECONDS_MAX - 1) / SECONDS_MAX ))" "$((TAIL + 10))" > "$R.steps.new" <<'PY' \
+        "${STEPS_MAX:-0}" "$(( (budget + SECONDS_MAX - 1) / SECONDS_MAX ))" "$HANDOVER" > "$R.steps.new" <<'PY' \
         || return 1
 import json, sys
 rows, wall, left, cap = json.load(open(sys.argv[1])), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-calls, handover = max(1, int(sys.argv[5])), float(sys.argv[6])  # a call that hands over: its tail, the next's checks
+calls, handover = max(1, int(sys.argv[5])), float(sys.argv[6])  # HANDOVER, paid once between two calls
 training = sum(r["seconds"] for r in rows)  # the steps alone; the rest of the probe's time is its start and end
 per_step = training / rows[-1]["step"]
 fit = int((left - calls * (wall - training) - (calls - 1) * handover) / per_step)

@@ -23,7 +23,6 @@ import json
 import random
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 
@@ -46,6 +45,7 @@ def main(argv=None) -> int:
     from gumiho_core.models import load_target
     from gumiho_core.training.data import load_corpus
     from gumiho_core.training.objective import OBJECTIVES, gumiho_loss, uniform_noise
+    from gumiho_core.timing import Stopwatch
     from gumiho_core.training.trainer import TrainConfig, Trainer, micro_batches
 
     target = load_target()
@@ -72,18 +72,17 @@ def main(argv=None) -> int:
 
     torch.manual_seed(0)
     one(batches[0])
-    t0, tokens, answer = time.perf_counter(), 0, 0
-    for micro in batches[1:1 + args.micro_batches]:
-        t, a = one(micro)
-        tokens, answer = tokens + t, answer + a
-    s = time.perf_counter() - t0
+    timed, watch = batches[1:1 + args.micro_batches], Stopwatch(trainer.target.device)  # waits for a GPU's queue
+    watch.start()
+    tokens, answer = (sum(c) for c in zip(*[one(micro) for micro in timed]))
+    s = watch.lap()
     out = {"code": args.code or "this", "precision": args.precision, "threads": args.threads,
            "rollout": extra.get("rollout", "teacher-forced"), "micro_batches": args.micro_batches,
            "micro_tokens": args.micro_tokens, "seconds": round(s, 1), "tok_s": round(tokens / s, 1),
            "answer_tok_s": round(answer / s, 1)}
     if args.flops:
-        out.update(_arithmetic(torch, lambda: [one(m) for m in batches[1:1 + args.micro_batches]], s, tokens,
-                               trainer, args.micro_tokens))
+        out.update(_arithmetic(torch, lambda: [one(micro) for micro in timed], s, tokens, trainer,
+                               args.micro_tokens))
     print(json.dumps(out))
     return 0
 
@@ -92,6 +91,8 @@ def _arithmetic(torch, timed, seconds: float, tokens: int, trainer, rows: int) -
     """FLOPs of the timed micro-batches (run again under the counter, which slows them) against the rate of one
     [rows, H] x [H, I] matmul of the drafter's own sizes, in the run's precision."""
     from torch.utils.flop_counter import FlopCounterMode
+
+    from gumiho_core.timing import Stopwatch
 
     counter = FlopCounterMode(display=False)
     with counter:
@@ -103,19 +104,14 @@ def _arithmetic(torch, timed, seconds: float, tokens: int, trainer, rows: int) -
     with trainer._autocast():
         for _ in range(3):
             a @ b
-        n, t0 = 20, _now(torch, trainer)
+        n, watch = 20, Stopwatch(trainer.target.device)
+        watch.start()
         for _ in range(n):
             a @ b
-        rate = 2 * rows * cfg.hidden_size * cfg.intermediate_size * n / (_now(torch, trainer) - t0)
+        rate = 2 * rows * cfg.hidden_size * cfg.intermediate_size * n / watch.lap()
     return {"gflop": round(flops / 1e9, 1), "mflop_per_token": round(flops / tokens / 1e6, 1),
             "achieved_gflops": round(flops / seconds / 1e9, 1), "matmul_gflops": round(rate / 1e9, 1),
             "share_of_matmul_rate": round(flops / seconds / rate, 3)}
-
-
-def _now(torch, trainer) -> float:
-    if trainer.target.device.type == "cuda":
-        torch.cuda.synchronize(trainer.target.device)
-    return time.perf_counter()
 
 
 if __name__ == "__main__":
