@@ -111,8 +111,9 @@ def _predictions(drafter, r: Rollout, plan: LossPlan) -> dict[str, torch.Tensor]
     feats, n_heads = None, 1 + max(p.head for p in plan.parts) if plan.parts else 0
     if n_heads:
         rows = r.heads_in.reshape(-1, r.heads_in.shape[-1])[plan.head_rows]  # [R, s*H]
-        feats = drafter.heads(rows, n_heads).unbind(0)  # heads x [R, H]: one gradient stack back, not a zeroed
-        # [heads, R, H] per head as indexing the stack would cost in the backward pass
+        # heads x [R, H]; unbound, the backward pass stacks one gradient, where indexing the stack would zero
+        # a [heads, R, H] gradient for each head
+        feats = drafter.heads(rows, n_heads).unbind(0)
     return {p.name: r.serial[p.step - 1].reshape(-1, H)[p.src] if p.step else feats[p.head][p.src]
             for p in plan.parts}
 
