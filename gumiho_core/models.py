@@ -189,12 +189,26 @@ def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code:
 
 
 # -- drafters ----------------------------------------------------------------------------------
-def cpu_has_native_bf16() -> bool:
+def _cpu_flags() -> set[str]:
+    """The CPU's feature flags as /proc/cpuinfo lists them (empty where there is no such file)."""
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+        return set()
+    return {word for line in text.splitlines() if line.startswith("flags") for word in line.split()}
+
+
+def cpu_has_native_bf16() -> bool:
+    return bool({"avx512_bf16", "amx_bf16"} & _cpu_flags())
+
+
+def bf16_trains_faster(device: torch.device) -> bool:
+    """Whether training and data making should run in bf16 on `device`: on a GPU, and on a CPU with AMX.
+
+    AVX512-BF16 alone is not enough: on an Intel Xeon with it but no AMX (2026-12-05, one thread each) fp32
+    ran the target's batched forward 1.4x and a training step 1.6-1.8x faster than bf16 autocast.
+    """
+    return device.type == "cuda" or "amx_bf16" in _cpu_flags()
 
 
 def drafter_dtype(target: Target) -> torch.dtype:

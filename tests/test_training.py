@@ -466,3 +466,22 @@ def test_ship_can_take_the_heads_kept_where_the_step_curve_peaked(target, featur
     assert "2 optimizer steps (kept after step 2 of the run's 6" in card and "| gumiho | 1.50 |" in card
     with pytest.raises(GumihoError, match="no heads kept after that step .*kept with weights: 2"):
         cmd_ship(argparse.Namespace(**{**vars(args), "ship_step": 4}), models)
+
+
+@pytest.mark.parametrize("flags, expected", [({"avx2", "fma"}, "fp32"), ({"avx512f", "avx512_bf16"}, "fp32"),
+                                             ({"avx512_bf16", "amx_bf16", "amx_tile"}, "bf16")])
+def test_auto_precision_is_bf16_only_where_it_is_faster(monkeypatch, flags, expected):
+    """AVX512-BF16 without AMX trains and makes data faster in fp32 (README, Training throughput)."""
+    from types import SimpleNamespace
+
+    from gumiho_core import models
+    from gumiho_core.training.cli import Models
+    from gumiho_core.training.run_commands import train_precision
+
+    monkeypatch.setattr(models, "_cpu_flags", lambda: flags)
+    args = SimpleNamespace(precision="auto", data_dtype="auto", device="cpu", dtype="auto")
+    assert train_precision(args) == expected
+    loader = Models(args)
+    monkeypatch.setattr(loader, "target", lambda dtype=None: dtype)
+    assert loader.data_target() == {"fp32": "float32", "bf16": "bfloat16"}[expected]
+    assert train_precision(SimpleNamespace(precision="bf16", device="cpu")) == "bf16"  # a named choice is kept

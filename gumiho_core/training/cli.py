@@ -53,7 +53,7 @@ def data_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--corpus", help="folder of answer parts (default: data/smollm2-135m-instruct for the default "
                    "target, <workdir>/corpus otherwise)")
     g.add_argument("--data-dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-                   help="the target's precision for making data (auto: bf16 on CPUs with native bf16 or a GPU)")
+                   help="the target's precision for making data (auto: bf16 on a GPU or a CPU with AMX, else fp32)")
     g.add_argument("--max-answer-tokens", type=int, default=DistillDefaults.max_new_tokens)
     g.add_argument("--conversations", help="your own JSONL of conversations instead of generated answers")
     g.add_argument("--max-len", type=int, default=1024, help="tokens kept per conversation")
@@ -84,8 +84,8 @@ def train_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--draft-vocab", type=int, default=TrainDefaults.draft_vocab,
                    help="most frequent tokens the drafter proposes from (0 = the whole vocabulary)")
     t.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
-                   help="auto: bf16 where matmuls have it natively (AMX/AVX512-BF16 or a GPU), else fp32 (on an "
-                        "AVX2 CPU, bf16 autocast is several times slower)")
+                   help="auto: bf16 on a GPU or a CPU with AMX, else fp32 (bf16 autocast is several times slower "
+                        "on an AVX2 CPU, and slower on one with AVX512-BF16 but no AMX)")
     t.add_argument("--objective", default=TrainDefaults.objective, choices=sorted(OBJECTIVES),
                    help="paper: GUMIHO.md's weights (CE 0.1, the MLP heads' CE from epoch 2); distill: the target's "
                         "distribution weighted as much as its features, for every head from the start")
@@ -139,13 +139,12 @@ class Models:
         return self._loaded[dtype]
 
     def data_target(self):
-        """The target for making data: bf16 where matmuls have it natively (AMX/AVX512-BF16 or a GPU)."""
-        from ..models import cpu_has_native_bf16, resolve_device
+        """The target for making data: bf16 where it runs faster (a GPU, or a CPU with AMX), else fp32."""
+        from ..models import bf16_trains_faster, resolve_device
 
         choice = self.args.data_dtype
         if choice == "auto":
-            fast = resolve_device(self.args.device).type == "cuda" or cpu_has_native_bf16()
-            choice = "bfloat16" if fast else "float32"
+            choice = "bfloat16" if bf16_trains_faster(resolve_device(self.args.device)) else "float32"
         return self.target(choice)
 
 

@@ -49,12 +49,12 @@ def steps_list(text: str) -> tuple[int, ...]:
 
 
 def train_precision(args) -> str:
-    """--precision auto: bf16 where matmuls have it natively (a GPU, AMX or AVX512-BF16), else fp32."""
+    """--precision auto: bf16 where it trains faster (a GPU, or a CPU with AMX), else fp32."""
     if args.precision != "auto":
         return args.precision
-    from ..models import cpu_has_native_bf16, resolve_device
+    from ..models import bf16_trains_faster, resolve_device
 
-    return "bf16" if resolve_device(args.device).type == "cuda" or cpu_has_native_bf16() else "fp32"
+    return "bf16" if bf16_trains_faster(resolve_device(args.device)) else "fp32"
 
 
 def train_micro_tokens(args) -> int:
