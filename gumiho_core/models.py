@@ -188,7 +188,7 @@ def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code:
     return Target(model, tok, name=name)
 
 
-# -- drafters ----------------------------------------------------------------------------------
+# -- the CPU's precisions ----------------------------------------------------------------------
 def _cpu_flags() -> set[str]:
     """The CPU's feature flags as /proc/cpuinfo lists them (empty where there is no such file)."""
     try:
@@ -211,6 +211,7 @@ def bf16_trains_faster(device: torch.device) -> bool:
     return device.type == "cuda" or "amx_bf16" in _cpu_flags()
 
 
+# -- drafters ----------------------------------------------------------------------------------
 def drafter_dtype(target: Target) -> torch.dtype:
     """The drafter's dtype: the target's, except bf16 on a CPU with native bf16 for an fp32 target.
 

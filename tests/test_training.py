@@ -1,17 +1,21 @@
 """The data pipeline and the training objective on tiny random targets."""
 import json
 import signal
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from gumiho_core import DecodeConfig, GumihoError, TreeConfig, generate, start
+from gumiho_core import models as model_loading
 from gumiho_core.acceptance import Acceptance
 from gumiho_core.training.checkpoint import stop_on_signals
+from gumiho_core.training.cli import Models
 from gumiho_core.training.data import extract_features, load_features, read_jsonl, split
 from gumiho_core.training.sampler import BatchSampler, Request
 from gumiho_core.training.objective import LossWeights, collate, gumiho_loss
+from gumiho_core.training.run_commands import train_precision
 from gumiho_core.training.trainer import TrainConfig, Trainer, new_drafter
 from gumiho_core.timing import device_name
 from tiny import tiny_target
@@ -472,13 +476,7 @@ def test_ship_can_take_the_heads_kept_where_the_step_curve_peaked(target, featur
                                              ({"avx512_bf16", "amx_bf16", "amx_tile"}, "bf16")])
 def test_auto_precision_is_bf16_only_where_it_is_faster(monkeypatch, flags, expected):
     """AVX512-BF16 without AMX trains and makes data faster in fp32 (README, Training throughput)."""
-    from types import SimpleNamespace
-
-    from gumiho_core import models
-    from gumiho_core.training.cli import Models
-    from gumiho_core.training.run_commands import train_precision
-
-    monkeypatch.setattr(models, "_cpu_flags", lambda: flags)
+    monkeypatch.setattr(model_loading, "_cpu_flags", lambda: flags)
     args = SimpleNamespace(precision="auto", data_dtype="auto", device="cpu", dtype="auto")
     assert train_precision(args) == expected
     loader = Models(args)
