@@ -121,6 +121,12 @@ def test_a_run_started_from_heads_has_them_as_step_0(tmp_path):
     from_run = card.Facts(**{**facts.__dict__, "train_config": run_heads})
     assert "starting from the trained heads `run` " in card.model_card(from_run)  # a run's heads: by its name
     assert "Step 0:" not in card.model_card(card.Facts(**{**_facts({}, None).__dict__, "steps": points}))
+    shipped = str(tmp_path / "assets" / "smollm2-135m-instruct-gumiho")  # the shipped folder, since replaced
+    from_assets = card.Facts(**{**facts.__dict__, "train_config": {**facts.train_config, "init_from": shipped}})
+    assert "Step 0: the heads it started from (`smollm2-135m-instruct-gumiho`, as shipped when the run began)." \
+        in card.model_card(from_assets)
+    (start / "config.json").write_text((run / "drafter" / "config.json").read_text())  # `ship` put the run's there
+    assert kept_heads(run)[0][0] == 275
     (start / "config.json").unlink()  # the heads it began from are gone: no step 0
     assert kept_heads(run)[0][0] == 275
 

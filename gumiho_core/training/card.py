@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import MAX_DEPTH
+from ..models import DEFAULT_DRAFTER
 from ..timing import device_name
 from .corpus import read_corpus
 from .datacurve import HEADS, scaling_section
@@ -62,6 +63,13 @@ def heads_name(path: str) -> str:
     return p.parent.name if p.name == "drafter" else p.name
 
 
+def began_from(path: str) -> str:
+    """The heads a run began from, as the card names them: the shipped folder is said to be what it held then
+    (shipping the run's heads replaces them there)."""
+    shipped = Path(path).parts[-2:] == DEFAULT_DRAFTER.parts[-2:]
+    return f"`{heads_name(path)}`" + (", as shipped when the run began" if shipped else "")
+
+
 def read_json(path: Path):
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -110,7 +118,7 @@ def _training(f: Facts) -> list[str]:
         "there)" if f.kept_at else ""
     top1 = ", ".join(f"{h} {last[f'val_{h}_top1']:.3f}" for h in HEADS + ["serial2"] if f"val_{h}_top1" in last)
     rollout, below = cfg.get("rollout", "teacher-forced"), " (see below)" if f.objectives else ""
-    start = f", starting from the trained heads `{heads_name(cfg['init_from'])}` (a fresh optimizer and schedule; " \
+    start = f", starting from the trained heads {began_from(cfg['init_from'])} (a fresh optimizer and schedule; " \
         "the steps and hours here are this run's alone)" if cfg.get("init_from") else ""
     return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
             f"parallel MLP heads). Objective `{cfg['objective']}`{below}. {epochs} epochs, "
@@ -220,7 +228,7 @@ def step_point(step: int, report: dict) -> dict:
 def _steps(f: Facts) -> list[str]:
     if not f.steps:
         return []
-    first, start = f.steps[0], heads_name(f.train_config.get("init_from") or "")
+    first, start = f.steps[0], f.train_config.get("init_from") or ""
     rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
             f"{_rate(p['gumiho'], 2)} | {_rate(p['serial'], 2)} |" for p in f.steps]
     best = max(f.steps, key=lambda p: p["gumiho"]["mean_accept_len"])
@@ -229,7 +237,8 @@ def _steps(f: Facts) -> list[str]:
             f"prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 (`python -m gumiho_core.train "
             "steps`); the left plot is each head's held-out top-1 at each epoch's end. The rate schedule was fixed "
             "for the whole run, so an early point is a model still at a high learning rate, not a shorter run."
-            + (f" Step 0: the heads it started from (`{start}`)." if first["step"] == 0 and start else ""), "",
+            + (f" Step 0: the heads it started from ({began_from(start)})." if first["step"] == 0 and start else ""),
+            "",
             "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
             f"Highest gumiho tau at step {best['step']:,}.", ""]
 

@@ -142,11 +142,13 @@ def cmd_evaluate(args, models) -> None:
 
 def kept_heads(run: Path) -> list[tuple[int, Path]]:
     """(step, folder) of the heads a run kept along the way and of its latest heads, by step; step 0 is the heads
-    it started from (train --init-from), where that folder is still there."""
-    found = {}
-    start = ((card.read_json(run / "drafter" / "config.json") or {}).get("train_config") or {}).get("init_from")
+    it started from (train --init-from), where that folder still holds them (`ship` may have put the run's own
+    heads there since; `steps` then reads their evaluation kept in the run, if any)."""
+    found, last = {}, card.read_json(run / "drafter" / "config.json") or {}
+    start = (last.get("train_config") or {}).get("init_from")
     if start and (Path(start).expanduser() / "config.json").is_file():
-        found[0] = Path(start).expanduser()
+        if card.read_json(Path(start).expanduser() / "config.json") != last:  # else `ship` put this run's heads there
+            found[0] = Path(start).expanduser()
     for folder in [*run.glob("drafter-step*"), run / "drafter"]:
         meta = card.read_json(folder / "config.json")
         if meta and "steps" in meta:
@@ -177,6 +179,9 @@ def cmd_steps(args, models) -> None:
             report = evaluate_draft(target, str(folder), prompts, args.eval_tokens)
             keep.write_text(json.dumps(report, indent=1))
         points.append(card.step_point(step, report))
+    began = card.read_json(step_report_file(run, 0, run.parent))  # once `ship` replaced the heads it began from
+    if heads[0][0] != 0 and began and (began["prompts"], began["max_new_tokens"]) == (len(prompts), args.eval_tokens):
+        points.insert(0, card.step_point(0, began))
     (run / card.STEPS).write_text(json.dumps(points, indent=1))
     history = card.read_json(run / "history.json") or []
     if history:
