@@ -131,6 +131,35 @@ def test_a_run_started_from_heads_has_them_as_step_0(tmp_path):
     assert kept_heads(run)[0][0] == 275
 
 
+
+def test_steps_after_ship_replaced_the_start_reads_its_kept_evaluation_and_evaluates_nothing(tmp_path):
+    """`ship` copied the run's heads over the folder it began from: step 0 is the evaluation kept in the run when it
+    fits the prompts and length, else left out; the folder (now the run's own heads) is never evaluated as step 0."""
+    import argparse
+    import json
+    from gumiho_core.training.run_commands import cmd_steps
+
+    class NoModels:  # every point is read back; loading or evaluating would fail here
+        def target(self):
+            return None
+
+    run, start = tmp_path / "v", tmp_path / "assets" / "heads"
+    meta = {"steps": 550, "train_config": {"init_from": str(start)}}
+    for folder in (run / "drafter", start):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(meta))
+    (run / "drafter" / "evaluation.json").write_text(json.dumps(_eval(2.9, 3.1)))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"q{i}"}) + "\n" for i in range(16)))
+    args = argparse.Namespace(workdir=str(tmp_path), run="v", eval_prompts=str(prompts), eval_n=0, eval_tokens=128)
+    (run / "evaluation-step0.json").write_text(json.dumps(_eval(2.6, 2.7)))
+    cmd_steps(args, NoModels())
+    points = json.loads((run / card.STEPS).read_text())
+    assert [(p["step"], p["gumiho"]["mean_accept_len"]) for p in points] == [(0, 2.6), (550, 2.9)]
+    (run / "evaluation-step0.json").write_text(json.dumps({**_eval(2.6, 2.7), "prompts": 8}))  # other prompts
+    cmd_steps(args, NoModels())
+    assert [p["step"] for p in json.loads((run / card.STEPS).read_text())] == [550]
+
 def test_card_says_whether_the_data_curve_held_the_steps_fixed():
     fixed = card.model_card(_facts({}, [_point(0.25, 1000, 2.0, epochs=8, steps=1400),
                                         _point(1, 4000, 2.4, epochs=2, steps=1400)]))

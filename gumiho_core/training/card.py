@@ -57,17 +57,12 @@ class Facts:
                    read_json(run_dir(args) / STEPS), read_json(run_dir(args) / ALIGNMENT), kept_at)
 
 
-def heads_name(path: str) -> str:
-    """What to call heads by their folder: a run's own `<run>/drafter` by its run."""
-    p = Path(path)
-    return p.parent.name if p.name == "drafter" else p.name
-
-
 def began_from(path: str) -> str:
-    """The heads a run began from, as the card names them: the shipped folder is said to be what it held then
-    (shipping the run's heads replaces them there)."""
-    shipped = Path(path).parts[-2:] == DEFAULT_DRAFTER.parts[-2:]
-    return f"`{heads_name(path)}`" + (", as shipped when the run began" if shipped else "")
+    """The heads a run began from, as the card names them by their folder: a run's own `<run>/drafter` by its run;
+    the shipped folder as what it held then (shipping the run's heads replaces them there)."""
+    p = Path(path)
+    shipped = ", as shipped when the run began" if p.parts[-2:] == DEFAULT_DRAFTER.parts[-2:] else ""
+    return f"`{p.parent.name if p.name == 'drafter' else p.name}`{shipped}"
 
 
 def read_json(path: Path):

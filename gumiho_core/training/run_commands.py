@@ -145,10 +145,9 @@ def kept_heads(run: Path) -> list[tuple[int, Path]]:
     it started from (train --init-from), where that folder still holds them (`ship` may have put the run's own
     heads there since; `steps` then reads their evaluation kept in the run, if any)."""
     found, last = {}, card.read_json(run / "drafter" / "config.json") or {}
-    start = (last.get("train_config") or {}).get("init_from")
-    if start and (Path(start).expanduser() / "config.json").is_file():
-        if card.read_json(Path(start).expanduser() / "config.json") != last:  # else `ship` put this run's heads there
-            found[0] = Path(start).expanduser()
+    start = Path((last.get("train_config") or {}).get("init_from") or "").expanduser()
+    if start.name and card.read_json(start / "config.json") not in (None, last):  # last: `ship` put the run's there
+        found[0] = start
     for folder in [*run.glob("drafter-step*"), run / "drafter"]:
         meta = card.read_json(folder / "config.json")
         if meta and "steps" in meta:
@@ -156,10 +155,10 @@ def kept_heads(run: Path) -> list[tuple[int, Path]]:
     return sorted(found.items())
 
 
-def step_report_file(run: Path, step: int, folder: Path) -> Path:
+def step_report_file(run: Path, step: int, folder: Path | None = None) -> Path:
     """Where a step point's evaluation is kept: beside the heads of the run, in the run for the heads it began from
-    (never written into another folder, such as assets/)."""
-    return folder / "evaluation.json" if folder.parent == run else run / f"evaluation-step{step}.json"
+    (folder outside the run, or None once gone; never written into another folder, such as assets/)."""
+    return folder / "evaluation.json" if folder and folder.parent == run else run / f"evaluation-step{step}.json"
 
 
 def cmd_steps(args, models) -> None:
@@ -170,17 +169,18 @@ def cmd_steps(args, models) -> None:
     if not heads:
         raise GumihoError(f"no heads in {run}; train with --keep-steps first")
     prompts = evaluation_prompts(args)
+    fits = lambda r: bool(r) and (r["prompts"], r["max_new_tokens"]) == (len(prompts), args.eval_tokens)  # noqa: E731
     points = []
     for step, folder in heads:
         keep = step_report_file(run, step, folder)
         report = card.read_json(keep)
-        if not report or (report["prompts"], report["max_new_tokens"]) != (len(prompts), args.eval_tokens):
+        if not fits(report):
             log.info("step %d: evaluating %s", step, folder)
             report = evaluate_draft(target, str(folder), prompts, args.eval_tokens)
             keep.write_text(json.dumps(report, indent=1))
         points.append(card.step_point(step, report))
-    began = card.read_json(step_report_file(run, 0, run.parent))  # once `ship` replaced the heads it began from
-    if heads[0][0] != 0 and began and (began["prompts"], began["max_new_tokens"]) == (len(prompts), args.eval_tokens):
+    began = card.read_json(step_report_file(run, 0))  # kept, where `ship` has since replaced the heads it began from
+    if heads[0][0] != 0 and fits(began):
         points.insert(0, card.step_point(0, began))
     (run / card.STEPS).write_text(json.dumps(points, indent=1))
     history = card.read_json(run / "history.json") or []
