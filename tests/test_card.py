@@ -1,6 +1,8 @@
 """The model card and the scaling curve, from hand-made run results (no model needed)."""
 import math
 
+import pytest
+
 from gumiho_core.training import card, datacurve
 
 
@@ -159,6 +161,39 @@ def test_steps_after_ship_replaced_the_start_reads_its_kept_evaluation_and_evalu
     (run / "evaluation-step0.json").write_text(json.dumps({**_eval(2.6, 2.7), "prompts": 8}))  # other prompts
     cmd_steps(args, NoModels())
     assert [p["step"] for p in json.loads((run / card.STEPS).read_text())] == [550]
+
+
+def test_scaling_reads_finished_shares_back_from_their_three_files_and_trains_only_the_rest(tmp_path, monkeypatch):
+    """A share's data.json, history.json and evaluation.json (data/scaling/, copied into the work folder) stand for
+    the whole share: nothing is loaded, trained or evaluated for it; a share short of the steps trains again."""
+    import argparse
+    import json
+    from gumiho_core.training import run_commands
+
+    class NoModels:
+        def target(self):
+            return None
+
+    tops = {f"val_{h}_top1": 0.3 for h in card.HEADS}
+    for run, fraction, tau, step in (("scale-0.25", 0.25, 2.4, 800), ("scale-1", 1.0, 2.6, 800)):
+        (tmp_path / run).mkdir()
+        data = {"fraction": fraction, "conversations": 10, "answer_tokens": 1000 * fraction}
+        for name, value in (("data.json", data),
+                            ("history.json", [{"epoch": 7, "step": step, "train_loss": 7.0, "val_loss": 8.0, **tops}]),
+                            ("evaluation.json", _eval(tau, tau + 0.1))):
+            (tmp_path / run / name).write_text(json.dumps(value))
+    trained = []
+    monkeypatch.setattr(run_commands, "train_run", lambda args, target, run, fraction: trained.append(run) or 1 / 0)
+    args = argparse.Namespace(workdir=str(tmp_path), run="scale-1", fractions="0.25,1", steps=800, epochs=2)
+    run_commands.cmd_scaling(args, NoModels())
+    points = json.loads((tmp_path / run_commands.SCALING).read_text())
+    assert [(p["fraction"], p["steps"], p["gumiho"]["mean_accept_len"]) for p in points] == [(0.25, 800, 2.4),
+                                                                                             (1.0, 800, 2.6)]
+    assert (tmp_path / "scaling.png").is_file() and trained == []
+    with pytest.raises(ZeroDivisionError):
+        run_commands.cmd_scaling(argparse.Namespace(**{**vars(args), "steps": 1000}), NoModels())
+    assert trained == ["scale-0.25"]
+
 
 def test_card_says_whether_the_data_curve_held_the_steps_fixed():
     fixed = card.model_card(_facts({}, [_point(0.25, 1000, 2.0, epochs=8, steps=1400),
