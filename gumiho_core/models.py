@@ -189,22 +189,23 @@ def load_target(spec: str = DEFAULT, device=None, dtype=None, trust_remote_code:
 
 
 # -- the CPU's precisions ----------------------------------------------------------------------
-def _cpu_flags() -> set[str]:
-    """The CPU's feature flags as /proc/cpuinfo lists them (empty where there is no such file)."""
+def _cpuinfo_lines(field: str) -> list[str]:
+    """The values of /proc/cpuinfo's `field` lines ("flags", "vendor_id"; none where there is no such file)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return set()
-    return {word for line in text.splitlines() if line.startswith("flags") for word in line.split()}
+        return []
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.split(":", 1)[0].strip() == field]
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU's feature flags as /proc/cpuinfo lists them."""
+    return {word for line in _cpuinfo_lines("flags") for word in line.split()}
 
 
 def _cpu_vendor() -> str:
-    """/proc/cpuinfo's vendor_id ("AuthenticAMD", "GenuineIntel"; empty where there is no such file)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return ""
-    return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("vendor_id")), "")
+    """/proc/cpuinfo's vendor_id: "AuthenticAMD", "GenuineIntel" or empty."""
+    return next(iter(_cpuinfo_lines("vendor_id")), "")
 
 
 def cpu_has_native_bf16() -> bool:
