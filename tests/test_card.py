@@ -195,6 +195,41 @@ def test_scaling_reads_finished_shares_back_from_their_three_files_and_trains_on
     assert trained == ["scale-0.25"]
 
 
+def test_ship_scaling_puts_the_data_curve_into_the_shipped_card_in_place_of_an_earlier_one(tmp_path):
+    """The curve's runs are not the shipped heads' run: its section and plot go into the card with neither that run
+    nor a model; the card's other sections stay as they were, and shipping again replaces the section."""
+    import argparse
+    import json
+    from gumiho_core.errors import GumihoError
+    from gumiho_core.training import run_commands
+
+    class NoModels:
+        def target(self):
+            raise AssertionError("ship-scaling loads no model")
+
+    dest, work = tmp_path / "assets", tmp_path / "work"
+    dest.mkdir(), work.mkdir()
+    args = argparse.Namespace(workdir=str(work), ship_to=str(dest))
+    with pytest.raises(GumihoError, match="no data curve in .*scaling.json"):
+        run_commands.cmd_ship_scaling(args, NoModels())
+    (work / run_commands.SCALING).write_text(json.dumps([_point(0.25, 1000, 2.0, steps=800)]))
+    with pytest.raises(GumihoError, match="no model card in"):
+        run_commands.cmd_ship_scaling(args, NoModels())
+    (dest / "README.md").write_text("# Gumiho heads\n\n## Training\n\nsteps\n\n## Step curve\n\nrising\n")
+    run_commands.cmd_ship_scaling(args, NoModels())
+    once = (dest / "README.md").read_text()
+    assert once.startswith("# Gumiho heads\n\n## Training\n\nsteps\n\n## Step curve\n\nrising\n\n## What more data")
+    assert "| 0.25 | 1,000 |" in once and (dest / "scaling.png").is_file()
+    points = [_point(0.25, 1000, 2.0, steps=800), _point(1, 4000, 2.4, steps=800)]
+    (work / run_commands.SCALING).write_text(json.dumps(points))
+    (dest / "README.md").write_text(once.replace("## What more data", "## Acceptance\n\nbefore\n\n## What more data")
+                                    + "\n## Later\n\nafter\n")
+    run_commands.cmd_ship_scaling(args, NoModels())
+    twice = (dest / "README.md").read_text()
+    assert twice.count("## What more data brings") == 1 and "| 1 | 4,000 |" in twice
+    assert "## Acceptance\n\nbefore\n\n## What more data" in twice and twice.endswith("\n## Later\n\nafter\n")
+
+
 def test_card_says_whether_the_data_curve_held_the_steps_fixed():
     fixed = card.model_card(_facts({}, [_point(0.25, 1000, 2.0, epochs=8, steps=1400),
                                         _point(1, 4000, 2.4, epochs=2, steps=1400)]))

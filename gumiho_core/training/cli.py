@@ -9,6 +9,7 @@
     python -m gumiho_core.train steps                # the step curve: the heads kept along a run, evaluated
     python -m gumiho_core.train scaling              # train and evaluate on 1/8 .. all of the data
     python -m gumiho_core.train ship                 # copy the heads to assets/ with a model card
+    python -m gumiho_core.train ship-scaling         # the data curve into that card (no run folder needed)
     python -m gumiho_core.train export --out DIR     # the heads in the authors' layout (their code, vLLM)
 
 The corpus (the answers as token ids) lives in data/ for the default target; features and checkpoints
@@ -27,14 +28,16 @@ from .data_commands import cmd_extract_features, cmd_generate_data, cmd_make_pro
 from .distill import DistillConfig as DistillDefaults
 from .objective import OBJECTIVES
 from .rollout import ROLLOUTS
-from .run_commands import cmd_evaluate, cmd_export, cmd_scaling, cmd_ship, cmd_steps, cmd_train
+from .run_commands import cmd_evaluate, cmd_export, cmd_scaling, cmd_ship, cmd_ship_scaling, cmd_steps,
+                           cmd_train
 from .trainer import TrainConfig as TrainDefaults
 from .workspace import HELDOUT
 
 log = logging.getLogger(__name__)
 COMMANDS = {"make-prompts": cmd_make_prompts, "generate-data": cmd_generate_data,
             "extract-features": cmd_extract_features, "train": cmd_train, "evaluate": cmd_evaluate,
-            "steps": cmd_steps, "scaling": cmd_scaling, "ship": cmd_ship, "export": cmd_export}
+            "steps": cmd_steps, "scaling": cmd_scaling, "ship": cmd_ship,
+            "ship-scaling": cmd_ship_scaling, "export": cmd_export}
 ALL = ("generate-data", "extract-features", "train", "evaluate")
 
 
@@ -53,7 +56,8 @@ def data_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--corpus", help="folder of answer parts (default: data/smollm2-135m-instruct for the default "
                    "target, <workdir>/corpus otherwise)")
     g.add_argument("--data-dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-                   help="the target's precision for making data (auto: bf16 on a GPU or a CPU with AMX, else fp32)")
+                   help="the target's precision for making data (auto: bf16 on a GPU, a CPU with AMX or an AMD CPU with "
+                        "AVX512-BF16, else fp32)")
     g.add_argument("--max-answer-tokens", type=int, default=DistillDefaults.max_new_tokens)
     g.add_argument("--conversations", help="your own JSONL of conversations instead of generated answers")
     g.add_argument("--max-len", type=int, default=1024, help="tokens kept per conversation")
@@ -84,8 +88,9 @@ def train_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--draft-vocab", type=int, default=TrainDefaults.draft_vocab,
                    help="most frequent tokens the drafter proposes from (0 = the whole vocabulary)")
     t.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
-                   help="auto: bf16 on a GPU or a CPU with AMX, else fp32 (bf16 autocast is several times slower "
-                        "on an AVX2 CPU, and slower on one with AVX512-BF16 but no AMX)")
+                   help="auto: bf16 on a GPU, a CPU with AMX or an AMD CPU with AVX512-BF16, else fp32 (bf16 autocast "
+                        "is several times slower on an AVX2 CPU, and slower on an Intel Xeon with AVX512-BF16 but no "
+                        "AMX)")
     t.add_argument("--objective", default=TrainDefaults.objective, choices=sorted(OBJECTIVES),
                    help="paper: GUMIHO.md's weights (CE 0.1, the MLP heads' CE from epoch 2); distill: the target's "
                         "distribution weighted as much as its features, for every head from the start")
@@ -139,7 +144,7 @@ class Models:
         return self._loaded[dtype]
 
     def data_target(self):
-        """The target for making data: bf16 where it runs faster (a GPU, or a CPU with AMX), else fp32."""
+        """The target for making data: bf16 where it runs faster (models.bf16_trains_faster), else fp32."""
         from ..models import bf16_trains_faster, resolve_device
 
         choice = self.args.data_dtype

@@ -8,6 +8,7 @@ from pathlib import Path
 HEADS = ["serial"] + [f"mlp{m}" for m in range(1, 6)]
 TAU_GOAL = 3.5
 FARTHEST = 1000  # an extrapolation past this many times the data trained on predicts nothing worth showing
+HEADING = "## What more data brings"
 
 
 def credible(need: float | None, most: int) -> bool:
@@ -107,9 +108,18 @@ def scaling_section(points: list | None) -> list[str]:
                f"curve measures data and steps together, at this recipe. {where}")
     else:
         how = "The shares were trained for differing numbers of epochs and steps."
-    return ["## What more data brings", "", "![data scaling](scaling.png)", "", how, "",
+    return [HEADING, "", "![data scaling](scaling.png)", "", how, "",
             "| share of prompts | answer tokens | epochs | train loss | held-out loss | serial top-1 | mlp1 top-1 "
             "| gumiho tau | serial tau |", "|---|---|---|---|---|---|---|---|---|", *rows, "", guess, ""]
+
+
+def with_scaling_section(card_text: str, points: list) -> str:
+    """A model card with its section on the data curve replaced by this curve's (added at the end if it had none)."""
+    lines = card_text.rstrip("\n").split("\n")
+    start = lines.index(HEADING) if HEADING in lines else len(lines)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    before, after = lines[:start], lines[end:]
+    return "\n".join([*before, *([""] if before and before[-1] else []), *scaling_section(points), *after]).rstrip() + "\n"
 
 
 def _loss(value) -> str:

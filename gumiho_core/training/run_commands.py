@@ -49,7 +49,7 @@ def steps_list(text: str) -> tuple[int, ...]:
 
 
 def train_precision(args) -> str:
-    """--precision auto: bf16 where it trains faster (a GPU, or a CPU with AMX), else fp32."""
+    """--precision auto: bf16 where it trains faster (models.bf16_trains_faster), else fp32."""
     if args.precision != "auto":
         return args.precision
     from ..models import bf16_trains_faster, resolve_device
@@ -249,6 +249,19 @@ def cmd_ship(args, models) -> None:
     facts = card.Facts.gather(args, models.target(), history, draft_vocab, heads)
     (dest / "README.md").write_text(card.model_card(facts))
     log.info("shipped to %s", dest)
+
+
+def cmd_ship_scaling(args, models) -> None:
+    """Put the data curve (`scaling`'s result) into the shipped card: its plot beside the heads, its section in place of
+    an earlier one. The curve's runs are not the shipped heads' run, so this needs neither that run nor a model."""
+    points, dest = card.read_json(workdir_for(args) / SCALING), Path(args.ship_to) if args.ship_to else DEFAULT_DRAFTER
+    if not points:
+        raise GumihoError(f"no data curve in {workdir_for(args) / SCALING}; run the scaling command first")
+    if not (dest / "README.md").is_file():
+        raise GumihoError(f"no model card in {dest}; ship heads there first (the ship command)")
+    datacurve.plot_scaling(points, dest / "scaling.png")
+    (dest / "README.md").write_text(datacurve.with_scaling_section((dest / "README.md").read_text(), points))
+    log.info("data curve of %d shares in %s", len(points), dest / "README.md")
 
 
 def cmd_export(args, models) -> None:
