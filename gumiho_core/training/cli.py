@@ -28,8 +28,8 @@ from .data_commands import cmd_extract_features, cmd_generate_data, cmd_make_pro
 from .distill import DistillConfig as DistillDefaults
 from .objective import OBJECTIVES
 from .rollout import ROLLOUTS
-from .run_commands import cmd_evaluate, cmd_export, cmd_scaling, cmd_ship, cmd_ship_scaling, cmd_steps,
-                           cmd_train
+from .run_commands import (cmd_evaluate, cmd_export, cmd_scaling, cmd_ship, cmd_ship_scaling, cmd_steps,
+                           cmd_train)
 from .trainer import TrainConfig as TrainDefaults
 from .workspace import HELDOUT
 
