@@ -56,8 +56,8 @@ def data_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--corpus", help="folder of answer parts (default: data/smollm2-135m-instruct for the default "
                    "target, <workdir>/corpus otherwise)")
     g.add_argument("--data-dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-                   help="the target's precision for making data (auto: bf16 on a GPU, a CPU with AMX or an AMD CPU with "
-                        "AVX512-BF16, else fp32)")
+                   help="the target's precision for making data (auto: bf16 on a GPU, a CPU with AMX or an AMD "
+                        "CPU with AVX512-BF16, else fp32)")
     g.add_argument("--max-answer-tokens", type=int, default=DistillDefaults.max_new_tokens)
     g.add_argument("--conversations", help="your own JSONL of conversations instead of generated answers")
     g.add_argument("--max-len", type=int, default=1024, help="tokens kept per conversation")

@@ -119,7 +119,8 @@ def with_scaling_section(card_text: str, points: list) -> str:
     start = lines.index(HEADING) if HEADING in lines else len(lines)
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     before, after = lines[:start], lines[end:]
-    return "\n".join([*before, *([""] if before and before[-1] else []), *scaling_section(points), *after]).rstrip() + "\n"
+    gap = [""] if before and before[-1] else []  # a blank line before the heading
+    return "\n".join([*before, *gap, *scaling_section(points), *after]).rstrip() + "\n"
 
 
 def _loss(value) -> str:
