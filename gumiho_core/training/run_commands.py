@@ -228,10 +228,14 @@ def shipped_heads(args) -> Path:
     return heads
 
 
+def ship_dest(args) -> Path:
+    """Where `ship` and `ship-scaling` write: --ship-to, else the default heads' folder under assets/."""
+    return Path(args.ship_to) if args.ship_to else DEFAULT_DRAFTER
+
+
 def cmd_ship(args, models) -> None:
     """Copy the trained heads into assets/ with a model card (data, recipe, loss, acceptance, scaling)."""
-    run, heads = run_dir(args), shipped_heads(args)
-    dest = Path(args.ship_to) if args.ship_to else DEFAULT_DRAFTER
+    run, heads, dest = run_dir(args), shipped_heads(args), ship_dest(args)
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "model.safetensors"):
         shutil.copy(heads / name, dest / name)
@@ -254,7 +258,7 @@ def cmd_ship(args, models) -> None:
 def cmd_ship_scaling(args, models) -> None:
     """Put the data curve (`scaling`'s result) into the shipped card: its plot beside the heads, its section in place of
     an earlier one. The curve's runs are not the shipped heads' run, so this needs neither that run nor a model."""
-    points, dest = card.read_json(workdir_for(args) / SCALING), Path(args.ship_to) if args.ship_to else DEFAULT_DRAFTER
+    points, dest = card.read_json(workdir_for(args) / SCALING), ship_dest(args)
     if not points:
         raise GumihoError(f"no data curve in {workdir_for(args) / SCALING}; run the scaling command first")
     if not (dest / "README.md").is_file():
