@@ -240,6 +240,13 @@ def test_card_says_whether_the_data_curve_held_the_steps_fixed():
     losses = card.model_card(_facts({}, [{**_point(0.25, 1000, 2.0, steps=300), "train_loss": 7.5,
                                           "val_loss": 8.25, "eval_tokens": 96}]))
     assert "| 0.25 | 1,000 | 2.0 | 7.500 | 8.250 | 0.500 |" in losses and "96 new tokens each" in losses
+    assert "4.0 times the answer tokens (0.25 -> 1 of the prompts): held-out top-1 serial +0.000," in fixed
+    assert "; tau gumiho +0.40, serial +0.40." in fixed and "times the answer tokens" not in losses  # one point
+    lo, hi = _point(0.5, 2000, 2.5, steps=800), _point(1, 4000, 2.6, steps=800)
+    hi["val_top1"] = {**hi["val_top1"], "serial": 0.52, "mlp5": 0.49}
+    both = card.model_card(_facts({}, [{**hi, "val_loss": 9.0}, {**lo, "val_loss": 9.25}]))  # in any order
+    assert ("2.0 times the answer tokens (0.5 -> 1 of the prompts): held-out loss -0.250; held-out top-1 serial "
+            "+0.020, mlp1 +0.000, mlp2 +0.000, mlp3 +0.000, mlp4 +0.000, mlp5 -0.010; tau gumiho +0.10") in both
     flat = card.model_card(_facts({}, [_point(0.25, 1000, 2.05), _point(1, 4000, 2.09)]))
     assert "only past a thousand times this data" in flat and "at about" not in flat
 

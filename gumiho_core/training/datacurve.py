@@ -50,7 +50,9 @@ def plot_scaling(points: list[dict], path: Path) -> Path:
     for h in HEADS:
         a.plot(tokens, [p["val_top1"][h] for p in points], marker="o", label=h)
     a.set_xscale("log"), a.set_xlabel("answer tokens trained on"), a.set_ylabel("top-1 agreement with the target")
-    a.set_title("held-out, per head"), a.legend(fontsize=7)
+    top = max(max(p["val_top1"].values()) for p in points)
+    a.set_ylim(0, top * 1.3)  # room above the lines for the legend, which hid the serial head's last point
+    a.set_title("held-out, per head"), a.legend(fontsize=7, ncol=3, loc="upper center")
     for m in ("gumiho", "serial"):
         b.plot(tokens, [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
     need = tokens_for_tau(points)
@@ -74,6 +76,7 @@ def _plot_losses(ax, tokens: list, points: list[dict]) -> None:
     for x, p in zip(tokens, points):
         ax.annotate(f"{p['epochs']:.1f} epochs", (x, p["val_loss"]), textcoords="offset points", xytext=(0, 6),
                     ha="center", fontsize=7)
+    ax.margins(x=0.12)  # the outer points' labels stay inside the panel
     ax.set_xscale("log"), ax.set_xlabel("answer tokens trained on"), ax.set_ylabel("loss")
     ax.set_title("the training objective"), ax.legend(fontsize=7)
 
@@ -110,7 +113,21 @@ def scaling_section(points: list | None) -> list[str]:
         how = "The shares were trained for differing numbers of epochs and steps."
     return [HEADING, "", "![data scaling](scaling.png)", "", how, "",
             "| share of prompts | answer tokens | epochs | train loss | held-out loss | serial top-1 | mlp1 top-1 "
-            "| gumiho tau | serial tau |", "|---|---|---|---|---|---|---|---|---|", *rows, "", guess, ""]
+            "| gumiho tau | serial tau |", "|---|---|---|---|---|---|---|---|---|", *rows, "",
+            *_largest_against_smallest(points), guess, ""]
+
+
+def _largest_against_smallest(points: list[dict]) -> list[str]:
+    """What the most data changed against the least, head by head: the lines of the table between."""
+    if len(points) < 2:
+        return []
+    lo, hi = min(points, key=lambda p: p["answer_tokens"]), max(points, key=lambda p: p["answer_tokens"])
+    heads = ", ".join(f"{h} {hi['val_top1'][h] - lo['val_top1'][h]:+.3f}" for h in HEADS)
+    loss = (f"held-out loss {hi['val_loss'] - lo['val_loss']:+.3f}; "
+            if hi.get("val_loss") is not None and lo.get("val_loss") is not None else "")
+    taus = ", ".join(f"{m} {hi[m]['mean_accept_len'] - lo[m]['mean_accept_len']:+.2f}" for m in ("gumiho", "serial"))
+    return [f"{hi['answer_tokens'] / lo['answer_tokens']:.1f} times the answer tokens ({lo['fraction']:g} -> "
+            f"{hi['fraction']:g} of the prompts): {loss}held-out top-1 {heads}; tau {taus}.", ""]
 
 
 def with_scaling_section(card_text: str, points: list) -> str:
