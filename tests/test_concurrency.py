@@ -7,12 +7,14 @@ decoding lock are all exercised:
    and the number of steps that the same prompt gets when it runs alone.
 2. Stop frees its worker within one step: with every animation worker busy, a queued client starts about
    one decoding step after a running client is cancelled (its step ends, the lock and the worker are let go).
-3. Memory stays flat: the server's resident memory after 50 more short runs of the same 5 visitors is within
-   a small margin of what it was after their warm-up. The same visitors throughout, because each new visitor
-   opens a session whose gr.State (their last run and charts) lives on by design until STATE_TTL_S after their
-   last action: new clients would measure sessions as well as runs. The warm-up is long (45 runs) because the
-   resident size settles slowly: measured with the same 5 visitors after 20 warm-up runs, +19, +12 and +6 MB
-   in the next three sets of 25 runs.
+3. Memory stops growing: the server's resident memory, measured after each set of 25 short runs of the same 5
+   visitors, grows by less than a few MB in some set within the first eight after a warm-up. The same visitors
+   throughout, because each new visitor opens a session whose gr.State (their last run and charts) lives on by
+   design until STATE_TTL_S after their last action: new clients would measure sessions as well as runs. The
+   resident size settles slowly and in jumps, not in a straight line: measured here (Intel Xeon, 2026-12-06) with
+   the same 5 visitors, +212, +19, +13, +15, +6 and -0 MB in six sets of 25 runs, and CI once grew 42 MB over
+   the 50 runs after a 45-run warm-up, so a fixed margin over one stretch of runs failed on settling. A leak
+   never settles: every set grows by what the leaked runs hold (every run's decoders kept: about 110 MB a set).
    The server runs with glibc's per-thread malloc arenas capped (MALLOC_ARENA_MAX=2): uncapped, each of
    Gradio's worker threads keeps an arena of its own, and the resident size creeps up by some 20-40 MB per
    25 runs until every thread has one, which would hide a real leak of the app's own.
@@ -42,8 +44,8 @@ LONG_PROMPTS = [f"Write a long story, at least 800 words, about {x}." for x in  
 PROMPTS = ["Write a haiku about the sea.", "Name three colours of the rainbow.", "What is 17 times 23?",
            "List five red fruits.", "Why is the sky blue? One sentence.", "Say hello in French.",
            "Give a synonym for happy.", "What is the capital of Italy?"]
-MEMORY_RUNS, WARM_UP_RUNS = 50, 45
-MEMORY_MARGIN_MB = 40  # allocator noise; a leak of a run's caches or pictures per run would exceed it by far
+WARM_UP_RUNS, SET_RUNS, MOST_SETS = 25, 25, 8
+SETTLED_MB = 10  # a set of runs that grows the server by less than this: it has stopped growing (0.4 MB a run)
 RESULT_TIMEOUT_S = 600
 
 
@@ -177,15 +179,16 @@ def _short_runs(visitors: list, n: int) -> None:
         list(pool.map(visitor, range(len(visitors))))
 
 
-def test_memory_stays_flat_over_many_runs(app):
+def test_memory_stops_growing_over_many_runs(app):
     url, proc = app
     visitors = [client(url) for _ in range(5)]
     _short_runs(visitors, WARM_UP_RUNS)
-    before = rss_mb(proc.pid)
-    t0 = time.monotonic()
-    _short_runs(visitors, MEMORY_RUNS)
-    after = rss_mb(proc.pid)
-    print(f"\nserver RSS after {WARM_UP_RUNS} warm-up runs: {before:.0f} MB; after {MEMORY_RUNS} more: {after:.0f} MB "
-          f"({after - before:+.0f} MB; {time.monotonic() - t0:.0f} s)")
-    assert after - before < MEMORY_MARGIN_MB
+    growth, rss, t0 = [], rss_mb(proc.pid), time.monotonic()
+    while len(growth) < MOST_SETS and not (growth and growth[-1] < SETTLED_MB):
+        _short_runs(visitors, SET_RUNS)
+        growth.append(rss_mb(proc.pid) - rss)
+        rss += growth[-1]
+    print(f"\nserver RSS after {WARM_UP_RUNS} warm-up runs, then each set of {SET_RUNS}: "
+          f"{', '.join(f'{g:+.0f}' for g in growth)} MB, now {rss:.0f} MB ({time.monotonic() - t0:.0f} s)")
+    assert growth[-1] < SETTLED_MB, f"the server grew in every set of {SET_RUNS} runs: {growth} MB"
     assert os.path.exists(f"/proc/{proc.pid}")  # still serving
