@@ -8,13 +8,14 @@ decoding lock are all exercised:
 2. Stop frees its worker within one step: with every animation worker busy, a queued client starts about
    one decoding step after a running client is cancelled (its step ends, the lock and the worker are let go).
 3. Memory stops growing: the server's resident memory, measured after each set of 25 short runs of the same 5
-   visitors, grows by less than a few MB in some set within the first eight after a warm-up. The same visitors
+   visitors, grows by less than 10 MB in some set within the first eight after a warm-up. The same visitors
    throughout, because each new visitor opens a session whose gr.State (their last run and charts) lives on by
    design until STATE_TTL_S after their last action: new clients would measure sessions as well as runs. The
-   resident size settles slowly and in jumps, not in a straight line: measured here (Intel Xeon, 2026-12-06) with
-   the same 5 visitors, +212, +19, +13, +15, +6 and -0 MB in six sets of 25 runs, and CI once grew 42 MB over
-   the 50 runs after a 45-run warm-up, so a fixed margin over one stretch of runs failed on settling. A leak
-   never settles: every set grows by what the leaked runs hold (every run's decoders kept: about 110 MB a set).
+   resident size settles slowly and in jumps, not in a straight line: measured here (Intel Xeon, 2026-12-06)
+   with the same 5 visitors, +212 (the first runs after loading), +19, +13, +15, +6 and -0 MB in six sets of 25
+   runs, while the server's Python objects, counted by type, stayed flat; CI once grew 42 MB over the 50 runs
+   after a 45-run warm-up, so a fixed margin over one stretch of runs failed on settling. A leak never
+   settles: every set grows by what the leaked runs hold (every run's decoders kept: 92-121 MB a set).
    The server runs with glibc's per-thread malloc arenas capped (MALLOC_ARENA_MAX=2): uncapped, each of
    Gradio's worker threads keeps an arena of its own, and the resident size creeps up by some 20-40 MB per
    25 runs until every thread has one, which would hide a real leak of the app's own.
