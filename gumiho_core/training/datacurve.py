@@ -118,7 +118,7 @@ def scaling_section(points: list | None) -> list[str]:
 
 
 def _largest_against_smallest(points: list[dict]) -> list[str]:
-    """What the most data changed against the least, head by head: the lines of the table between."""
+    """One line under the table: what the most data changed against the least, head by head, and both taus."""
     if len(points) < 2:
         return []
     lo, hi = min(points, key=lambda p: p["answer_tokens"]), max(points, key=lambda p: p["answer_tokens"])
