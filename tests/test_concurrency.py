@@ -185,10 +185,12 @@ def test_memory_stops_growing_over_many_runs(app):
     visitors = [client(url) for _ in range(5)]
     _short_runs(visitors, WARM_UP_RUNS)
     growth, rss, t0 = [], rss_mb(proc.pid), time.monotonic()
-    while len(growth) < MOST_SETS and not (growth and growth[-1] < SETTLED_MB):
+    for _ in range(MOST_SETS):
         _short_runs(visitors, SET_RUNS)
-        growth.append(rss_mb(proc.pid) - rss)
-        rss += growth[-1]
+        before, rss = rss, rss_mb(proc.pid)
+        growth.append(rss - before)
+        if growth[-1] < SETTLED_MB:
+            break
     print(f"\nserver RSS after {WARM_UP_RUNS} warm-up runs, then each set of {SET_RUNS}: "
           f"{', '.join(f'{g:+.0f}' for g in growth)} MB, now {rss:.0f} MB ({time.monotonic() - t0:.0f} s)")
     assert growth[-1] < SETTLED_MB, f"the server grew in every set of {SET_RUNS} runs: {growth} MB"
