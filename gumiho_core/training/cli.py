@@ -23,6 +23,7 @@ import sys
 
 from ..cli import model_args, quiet_transformers
 from ..errors import GumihoError
+from .allocator import describe
 from .checkpoint import Stopped
 from .data_commands import cmd_extract_features, cmd_generate_data, cmd_make_prompts
 from .distill import DistillConfig as DistillDefaults
@@ -39,6 +40,7 @@ COMMANDS = {"make-prompts": cmd_make_prompts, "generate-data": cmd_generate_data
             "steps": cmd_steps, "scaling": cmd_scaling, "ship": cmd_ship,
             "ship-scaling": cmd_ship_scaling, "export": cmd_export}
 ALL = ("generate-data", "extract-features", "train", "evaluate")
+TRAINS = ("all", "train", "scaling")  # the commands that log the memory allocator (training/allocator.py)
 
 
 def data_args(p: argparse.ArgumentParser) -> None:
@@ -157,6 +159,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_transformers()
+    if args.command in TRAINS:
+        log.info(describe())
     try:
         models = Models(args)
         for name in ALL if args.command == "all" else [args.command]:
