@@ -18,6 +18,10 @@ after the timed ones, with torch.profiler, and writes the ops that took the most
 time (on a GPU a step waits on either: the kernels, or the Python and dispatch that launch them), for the first
 --micro-tokens size. The profiler slows the steps it records, so the JSON line's figures come from the steps
 before it.
+
+It runs with the memory allocator it is started with, while `python -m gumiho_core.train` runs itself with tcmalloc
+where the system has it (gumiho_core/training/allocator.py): start it with LD_PRELOAD=<that libtcmalloc> to time
+what `train` runs, or without to time glibc's malloc.
 """
 from __future__ import annotations
 
