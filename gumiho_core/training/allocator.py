@@ -61,7 +61,10 @@ def run_with_tcmalloc() -> None:
     if env is not None:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+        try:
+            os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+        except OSError:  # could not run itself again: go on with the system's malloc, which describe() reports
+            pass
 
 
 def describe() -> str:
