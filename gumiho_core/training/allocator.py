@@ -5,7 +5,7 @@ apiece. glibc's malloc serves that pattern badly. It maps and unmaps the large b
 fault in and are zeroed again, and its heap fragments. With it, v15 on the AMX Xeon (2026-12-06) grew from 3.7
 to 11.3 GB of resident memory in the 11 minutes after a restart (9.2 GB of it anonymous), and its micro-batches
 slowed from 1.7 to 3.0 s over 85 minutes; a restart brought them back to 2.0 s. tcmalloc keeps freed spans for the
-next micro-batch: the same run took 1.4-1.5 s a micro-batch, with 4.0 GB of anonymous memory 10 minutes after its
+next micro-batch: the same run took 1.3-1.5 s a micro-batch, with 4.0 GB of anonymous memory 10 minutes after its
 restart. README "Training throughput" gives the interleaved measurement (scripts/measure_train_speed.py with and
 without it).
 
