@@ -50,22 +50,23 @@ def environment_again(env: dict[str, str], maps: str, library: Path | None) -> d
 def _own_maps() -> str:
     try:
         return Path("/proc/self/maps").read_text()
-    except OSError:  # not Linux: nothing to preload
+    except OSError:  # no /proc (not Linux): no allocator known to be loaded
         return ""
 
 
 def run_with_tcmalloc() -> None:
-    """Run this very command again with tcmalloc preloaded, where that applies (then this call never returns)."""
-    if not sys.platform.startswith("linux"):
-        return
+    """Run this very command again with tcmalloc preloaded, where that applies (then this call never returns).
+
+    The package's import (torch, about 3.7 s) is paid twice then: `-m gumiho_core.train` imports gumiho_core first."""
     env = environment_again(dict(os.environ), _own_maps(), find_tcmalloc())
-    if env is not None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
-        except OSError:  # could not run itself again: go on with the system's malloc, which describe() reports
-            pass
+    if env is None:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    except OSError:  # could not run itself again: go on with the system's malloc (describe() says which runs)
+        pass
 
 
 def describe() -> str:
