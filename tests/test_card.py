@@ -284,3 +284,49 @@ def test_calibration_counts_every_node_against_the_target_choice_after_its_paren
     text = card.model_card(replace(_facts({}, []), evaluation=e))
     assert "| gumiho | serial1 | 2 | 0.375 | 0.500 |" in text and "| serial | mlp1 | 1 | 0.800 | 0.000 |" in text
     assert "Calibration" not in card.model_card(_facts({}, []))  # an evaluation made before it was recorded
+
+
+def test_ship_steps_puts_a_later_runs_step_curve_into_the_card_of_the_heads_it_went_on_from(tmp_path):
+    """A run that went on from the shipped heads and did not replace them: its curve goes into their card as a section
+    of its own (replaced, not repeated, on a second call); a run that began elsewhere, or whose own heads are the
+    shipped ones, is refused with what it began from."""
+    import argparse
+    import json
+    from gumiho_core.errors import GumihoError
+    from gumiho_core.training import run_commands
+
+    class NoModels:
+        def target(self):
+            raise AssertionError("ship-steps loads no model")
+
+    dest, work = tmp_path / "assets", tmp_path / "work"
+    run = work / "more"
+    (run / "drafter").mkdir(parents=True), dest.mkdir()
+    shipped = {"steps": 7000, "train_config": {"lr": 1e-3}}
+    (dest / "config.json").write_text(json.dumps(shipped))
+    (dest / "README.md").write_text("# Gumiho heads\n\n## Step curve\n\nrising\n\n## What more data brings\n\nlittle\n")
+    cfg = {"lr": 5e-4, "precision": "bf16", "rollout": "as-drafted", "init_from": str(dest)}
+    (run / "drafter" / "config.json").write_text(json.dumps({"steps": 1400, "train_config": cfg}))
+    history = [{"epoch": 1, "step": 700, "seconds": 1.0, "val_loss": 7.5, "train_loss": 7.0, "val_serial_top1": 0.6},
+               {"epoch": 2, "step": 1400, "seconds": 1.0, "val_loss": 7.2, "train_loss": 6.6, "val_serial_top1": 0.65}]
+    (run / "history.json").write_text(json.dumps(history))
+    args = argparse.Namespace(workdir=str(work), run="more", ship_to=str(dest))
+    with pytest.raises(GumihoError, match="no step curve in .*more; .*train steps --run more"):
+        run_commands.cmd_ship_steps(args, NoModels())
+    points = [card.step_point(s, _eval(g, g + 0.4)) for s, g in ((0, 3.27), (700, 3.15), (1400, 3.31))]
+    (run / card.STEPS).write_text(json.dumps(points))
+    run_commands.cmd_ship_steps(args, NoModels())
+    run_commands.cmd_ship_steps(args, NoModels())
+    text = (dest / "README.md").read_text()
+    assert text.startswith("# Gumiho heads\n\n## Step curve\n\nrising\n\n## What more data brings\n\nlittle\n\n")
+    assert text.count(card.CONTINUED) == 1 and (dest / "continued.png").is_file()
+    assert "Run `more` went on from these heads for 1,400 more optimizer steps" in text and "AdamW lr 0.0005" in text
+    assert "| 700 | 3.15 | 3.55 | 0.60 | 0.60 |" in text
+    assert "gumiho tau 3.15-3.31; serial tau 3.55-3.71; the highest gumiho tau is at step 1,400, +0.04" in text
+    assert "Held-out loss 7.500 after its first epoch and 7.200 at step 1,400 (train loss 6.600)." in text
+    (run / "drafter" / "config.json").write_text(json.dumps(shipped))  # `ship` put the run's own heads there
+    with pytest.raises(GumihoError, match="more did not go on from the heads in"):
+        run_commands.cmd_ship_steps(args, NoModels())
+    (run / "drafter" / "config.json").write_text(json.dumps({"steps": 1400, "train_config": {**cfg, "init_from": ""}}))
+    with pytest.raises(GumihoError, match="it started from random weights"):
+        run_commands.cmd_ship_steps(args, NoModels())

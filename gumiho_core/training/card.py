@@ -14,6 +14,7 @@ from .datacurve import HEADS, scaling_section
 from .workspace import TRAIN_PROMPTS_HAND, corpus_dir_for, run_dir, training_prompt_files, workdir_for
 
 STEPS = "steps.json"  # in a run folder: the step curve
+CONTINUED = "## Going on from these heads"  # the card's section on a later run that started from them
 ALIGNMENT = "alignment.json"  # in a run folder: what drafting accepts beside what training scores (parity)
 ROLLOUT_WORDS = {"teacher-forced": "built from the target's true features (the paper's)",
                  "as-drafted": "as drafting runs them (serial step 2 and the MLP heads read the drafter's own outputs)"}
@@ -236,6 +237,40 @@ def _steps(f: Facts) -> list[str]:
             "",
             "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
             f"Highest gumiho tau at step {best['step']:,}.", ""]
+
+
+def continued_section(run: str, cfg: dict, points: list[dict], history: list[dict]) -> list[str]:
+    """The card's section on a later run that went on from the shipped heads (its step 0) without replacing them:
+    where more steps took them, measured as the step curve is."""
+    first, end, taus = points[0], history[-1], {m: [p[m]["mean_accept_len"] for p in points] for m in ("gumiho",
+                                                                                                       "serial")}
+    rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
+            f"{_rate(p['gumiho'], 2)} | {_rate(p['serial'], 2)} |" for p in points]
+    best = max(points, key=lambda p: p["gumiho"]["mean_accept_len"])
+    span = "; ".join(f"{m} tau {min(t):.2f}-{max(t):.2f}" for m, t in taus.items())
+    loss = (f" Held-out loss {history[0]['val_loss']:.3f} after its first epoch and {end['val_loss']:.3f} at step "
+            f"{end['step']:,} (train loss {end['train_loss']:.3f})." if "val_loss" in end and "train_loss" in end
+            else "")
+    return [CONTINUED, "", "![more steps](continued.png)", "",
+            f"Run `{run}` went on from these heads for {end['step']:,} more optimizer steps, on a schedule fixed in "
+            f"advance (AdamW lr {cfg['lr']}, warm-up then a linear decay to zero, {cfg.get('precision', 'fp32')} "
+            f"matmuls, rollout `{cfg.get('rollout', 'teacher-forced')}`). Its kept heads, each decoded on "
+            f"{first['prompts']} held-out prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 "
+            f"(`python -m gumiho_core.train steps --run {run}`); step 0 is these heads.", "",
+            "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
+            f"Over the run: {span}; the highest gumiho tau is at step {best['step']:,}, "
+            f"{best['gumiho']['mean_accept_len'] - first['gumiho']['mean_accept_len']:+.2f} against step 0.{loss}",
+            ""]
+
+
+def with_section(card_text: str, heading: str, section: list[str]) -> str:
+    """A model card with the section under `heading` replaced by `section` (added at the end if it had none)."""
+    lines = card_text.rstrip("\n").split("\n")
+    start = lines.index(heading) if heading in lines else len(lines)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    before, after = lines[:start], lines[end:]
+    gap = [""] if before and before[-1] else []  # a blank line before the heading
+    return "\n".join([*before, *gap, *section, *after]).rstrip() + "\n"
 
 
 def _rate(r: dict, depth: int) -> str:

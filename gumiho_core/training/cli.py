@@ -10,6 +10,8 @@
     python -m gumiho_core.train scaling              # train and evaluate on 1/8 .. all of the data
     python -m gumiho_core.train ship                 # copy the heads to assets/ with a model card
     python -m gumiho_core.train ship-scaling         # the data curve into that card (no run folder needed)
+    python -m gumiho_core.train ship-steps --run R   # a later run's step curve into that card, where R went on
+                                                     # from the shipped heads and did not replace them
     python -m gumiho_core.train export --out DIR     # the heads in the authors' layout (their code, vLLM)
 
 The corpus (the answers as token ids) lives in data/ for the default target; features and checkpoints
@@ -29,8 +31,8 @@ from .data_commands import cmd_extract_features, cmd_generate_data, cmd_make_pro
 from .distill import DistillConfig as DistillDefaults
 from .objective import OBJECTIVES
 from .rollout import ROLLOUTS
-from .run_commands import (cmd_evaluate, cmd_export, cmd_scaling, cmd_ship, cmd_ship_scaling, cmd_steps,
-                           cmd_train)
+from .run_commands import (cmd_evaluate, cmd_export, cmd_scaling, cmd_ship, cmd_ship_scaling, cmd_ship_steps,
+                           cmd_steps, cmd_train)
 from .trainer import TrainConfig as TrainDefaults
 from .workspace import HELDOUT
 
@@ -38,7 +40,7 @@ log = logging.getLogger(__name__)
 COMMANDS = {"make-prompts": cmd_make_prompts, "generate-data": cmd_generate_data,
             "extract-features": cmd_extract_features, "train": cmd_train, "evaluate": cmd_evaluate,
             "steps": cmd_steps, "scaling": cmd_scaling, "ship": cmd_ship,
-            "ship-scaling": cmd_ship_scaling, "export": cmd_export}
+            "ship-scaling": cmd_ship_scaling, "ship-steps": cmd_ship_steps, "export": cmd_export}
 ALL = ("generate-data", "extract-features", "train", "evaluate")
 TRAINS = ("all", "train", "scaling")  # the commands that log the memory allocator (training/allocator.py)
 

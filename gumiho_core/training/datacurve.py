@@ -130,15 +130,5 @@ def _largest_against_smallest(points: list[dict]) -> list[str]:
             f"{hi['fraction']:g} of the prompts): {loss}held-out top-1 {heads}; tau {taus}.", ""]
 
 
-def with_scaling_section(card_text: str, points: list) -> str:
-    """A model card with its section on the data curve replaced by this curve's (added at the end if it had none)."""
-    lines = card_text.rstrip("\n").split("\n")
-    start = lines.index(HEADING) if HEADING in lines else len(lines)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    before, after = lines[:start], lines[end:]
-    gap = [""] if before and before[-1] else []  # a blank line before the heading
-    return "\n".join([*before, *gap, *scaling_section(points), *after]).rstrip() + "\n"
-
-
 def _loss(value) -> str:
     return f"{value:.3f}" if value is not None else "n/a"

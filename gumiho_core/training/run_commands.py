@@ -1,4 +1,4 @@
-"""The model commands of `python -m gumiho_core.train`: train, evaluate, scaling, ship, export."""
+"""The model commands of `python -m gumiho_core.train`: train, evaluate, steps, scaling, ship, export."""
 from __future__ import annotations
 
 import json
@@ -244,6 +244,7 @@ def cmd_ship(args, models) -> None:
     scaling, steps = workdir_for(args) / SCALING, run / card.STEPS
     (dest / "scaling.png").unlink(missing_ok=True)  # earlier heads' plots would sit beside a card without them
     (dest / "steps.png").unlink(missing_ok=True)
+    (dest / "continued.png").unlink(missing_ok=True)  # a later run's curve, about the heads this replaces
     if scaling.is_file():
         datacurve.plot_scaling(json.loads(scaling.read_text()), dest / "scaling.png")
     if steps.is_file():
@@ -264,8 +265,30 @@ def cmd_ship_scaling(args, models) -> None:
     if not (dest / "README.md").is_file():
         raise GumihoError(f"no model card in {dest}; ship heads there first (the ship command)")
     datacurve.plot_scaling(points, dest / "scaling.png")
-    (dest / "README.md").write_text(datacurve.with_scaling_section((dest / "README.md").read_text(), points))
+    (dest / "README.md").write_text(card.with_section((dest / "README.md").read_text(), datacurve.HEADING,
+                                                      datacurve.scaling_section(points)))
     log.info("data curve of %d shares in %s", len(points), dest / "README.md")
+
+
+def cmd_ship_steps(args, models) -> None:
+    """Put the step curve of a later run that went on from the shipped heads, and did not replace them, into their
+    card: where more steps took them. Reads the run's steps.json and history.json; needs no model."""
+    run, dest = run_dir(args), ship_dest(args)
+    points, history = card.read_json(run / card.STEPS), card.read_json(run / "history.json")
+    if not points or not history:
+        raise GumihoError(f"no step curve in {run}; train it with --keep-steps, then run: train steps --run {run.name}")
+    shipped, last = card.read_json(dest / "config.json"), card.read_json(run / "drafter" / "config.json") or {}
+    if not (dest / "README.md").is_file() or shipped is None:
+        raise GumihoError(f"no shipped heads with a model card in {dest}; ship heads there first (the ship command)")
+    start = (last.get("train_config") or {}).get("init_from") or ""
+    if points[0]["step"] != 0 or not start or Path(start).resolve() != dest.resolve() or shipped == last:
+        began = start or "random weights"
+        raise GumihoError(f"{run.name} did not go on from the heads in {dest} (it started from {began}; its step "
+                          "curve must begin at step 0, and the heads there must not be its own)")
+    card.plot_steps(points, history, dest / "continued.png")
+    section = card.continued_section(run.name, last["train_config"], points, history)
+    (dest / "README.md").write_text(card.with_section((dest / "README.md").read_text(), card.CONTINUED, section))
+    log.info("the step curve of %s (%d points) in %s", run.name, len(points), dest / "README.md")
 
 
 def cmd_export(args, models) -> None:
