@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from gumiho_core.training import card, datacurve
+from gumiho_core.training import card, datacurve, stepcurve
 
 
 def _eval(tau_g, tau_s):
@@ -53,7 +53,7 @@ def test_card_says_when_the_comparison_is_not_like_for_like():
 
 
 def test_card_shows_the_step_curve_and_its_best_step(tmp_path):
-    points = [card.step_point(350, _eval(2.1, 2.2)), card.step_point(1400, _eval(2.6, 2.5))]
+    points = [stepcurve.step_point(350, _eval(2.1, 2.2)), stepcurve.step_point(1400, _eval(2.6, 2.5))]
     facts = card.Facts(**{**_facts({}, None).__dict__, "steps": points})
     text = card.model_card(facts)
     assert "## Step curve" in text and "| 1,400 | 2.60 | 2.50 | 0.60 | 0.60 |" in text
@@ -61,7 +61,7 @@ def test_card_shows_the_step_curve_and_its_best_step(tmp_path):
     assert "## Step curve" not in card.model_card(_facts({}, None))
     history = [{"epoch": 1, "step": 238, "val_serial_top1": 0.3, "val_mlp1_top1": 0.2},
                {"epoch": 2, "step": 476, "val_serial_top1": 0.4, "val_mlp1_top1": 0.25}]
-    png = card.plot_steps(points, history, tmp_path / "steps.png")
+    png = stepcurve.plot_steps(points, history, tmp_path / "steps.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -112,7 +112,7 @@ def test_a_run_started_from_heads_has_them_as_step_0(tmp_path):
     assert heads == [(0, start), (275, run / "drafter-step275"), (550, run / "drafter")]
     assert [step_report_file(run, s, f) for s, f in heads] == [
         run / "evaluation-step0.json", run / "drafter-step275" / "evaluation.json", run / "drafter" / "evaluation.json"]
-    points = [card.step_point(0, _eval(2.6, 2.7)), card.step_point(550, _eval(2.8, 2.9))]
+    points = [stepcurve.step_point(0, _eval(2.6, 2.7)), stepcurve.step_point(550, _eval(2.8, 2.9))]
     facts = _facts({}, None)
     facts = card.Facts(**{**facts.__dict__, "steps": points,
                           "train_config": {**facts.train_config, "init_from": str(start)}})
@@ -156,11 +156,11 @@ def test_steps_after_ship_replaced_the_start_reads_its_kept_evaluation_and_evalu
     args = argparse.Namespace(workdir=str(tmp_path), run="v", eval_prompts=str(prompts), eval_n=0, eval_tokens=128)
     (run / "evaluation-step0.json").write_text(json.dumps(_eval(2.6, 2.7)))
     cmd_steps(args, NoModels())
-    points = json.loads((run / card.STEPS).read_text())
+    points = json.loads((run / stepcurve.STEPS).read_text())
     assert [(p["step"], p["gumiho"]["mean_accept_len"]) for p in points] == [(0, 2.6), (550, 2.9)]
     (run / "evaluation-step0.json").write_text(json.dumps({**_eval(2.6, 2.7), "prompts": 8}))  # other prompts
     cmd_steps(args, NoModels())
-    assert [p["step"] for p in json.loads((run / card.STEPS).read_text())] == [550]
+    assert [p["step"] for p in json.loads((run / stepcurve.STEPS).read_text())] == [550]
 
 
 def test_scaling_reads_finished_shares_back_from_their_three_files_and_trains_only_the_rest(tmp_path, monkeypatch):
@@ -313,13 +313,13 @@ def test_ship_steps_puts_a_later_runs_step_curve_into_the_card_of_the_heads_it_w
     args = argparse.Namespace(workdir=str(work), run="more", ship_to=str(dest))
     with pytest.raises(GumihoError, match="no step curve in .*more; .*train steps --run more"):
         run_commands.cmd_ship_steps(args, NoModels())
-    points = [card.step_point(s, _eval(g, g + 0.4)) for s, g in ((0, 3.27), (700, 3.15), (1400, 3.31))]
-    (run / card.STEPS).write_text(json.dumps(points))
+    points = [stepcurve.step_point(s, _eval(g, g + 0.4)) for s, g in ((0, 3.27), (700, 3.15), (1400, 3.31))]
+    (run / stepcurve.STEPS).write_text(json.dumps(points))
     run_commands.cmd_ship_steps(args, NoModels())
     run_commands.cmd_ship_steps(args, NoModels())
     text = (dest / "README.md").read_text()
     assert text.startswith("# Gumiho heads\n\n## Step curve\n\nrising\n\n## What more data brings\n\nlittle\n\n")
-    assert text.count(card.CONTINUED) == 1 and (dest / "continued.png").is_file()
+    assert text.count(stepcurve.CONTINUED) == 1 and (dest / "continued.png").is_file()
     assert "Run `more` went on from these heads for 1,400 more optimizer steps" in text and "AdamW lr 0.0005" in text
     assert "| 700 | 3.15 | 3.55 | 0.60 | 0.60 |" in text
     assert "gumiho tau 3.15-3.31; serial tau 3.55-3.71; the highest gumiho tau is at step 1,400, +0.04" in text

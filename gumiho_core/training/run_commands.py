@@ -17,7 +17,7 @@ from ..errors import GumihoError
 from ..jsonl import read_jsonl
 from ..models import DEFAULT_DRAFTER, load_drafter
 from ..text import encode_prompt
-from . import card, datacurve
+from . import card, datacurve, stepcurve
 from .data import load_corpus, load_features
 from .export import export_official
 from .card import plot_history
@@ -178,14 +178,14 @@ def cmd_steps(args, models) -> None:
             log.info("step %d: evaluating %s", step, folder)
             report = evaluate_draft(target, str(folder), prompts, args.eval_tokens)
             keep.write_text(json.dumps(report, indent=1))
-        points.append(card.step_point(step, report))
+        points.append(stepcurve.step_point(step, report))
     began = card.read_json(step_report_file(run, 0))  # kept, where `ship` has since replaced the heads it began from
     if heads[0][0] != 0 and fits(began):
-        points.insert(0, card.step_point(0, began))
-    (run / card.STEPS).write_text(json.dumps(points, indent=1))
+        points.insert(0, stepcurve.step_point(0, began))
+    (run / stepcurve.STEPS).write_text(json.dumps(points, indent=1))
     history = card.read_json(run / "history.json") or []
     if history:
-        card.plot_steps(points, history, run / "steps.png")
+        stepcurve.plot_steps(points, history, run / "steps.png")
     log.info("step curve: %s", [(p["step"], round(p["gumiho"]["mean_accept_len"], 3)) for p in points])
 
 
@@ -241,14 +241,14 @@ def cmd_ship(args, models) -> None:
         shutil.copy(heads / name, dest / name)
     history = json.loads((run / "history.json").read_text())
     plot_history(history, dest / "loss.png")
-    scaling, steps = workdir_for(args) / SCALING, run / card.STEPS
+    scaling, steps = workdir_for(args) / SCALING, run / stepcurve.STEPS
     (dest / "scaling.png").unlink(missing_ok=True)  # earlier heads' plots would sit beside a card without them
     (dest / "steps.png").unlink(missing_ok=True)
     (dest / "continued.png").unlink(missing_ok=True)  # a later run's curve, about the heads this replaces
     if scaling.is_file():
         datacurve.plot_scaling(json.loads(scaling.read_text()), dest / "scaling.png")
     if steps.is_file():
-        card.plot_steps(json.loads(steps.read_text()), history, dest / "steps.png")
+        stepcurve.plot_steps(json.loads(steps.read_text()), history, dest / "steps.png")
     with safe_open(dest / "model.safetensors", "pt") as f:  # the heads' own vocabulary, as shipped
         draft_vocab = f.get_slice("draft_vocab").get_shape()[0] if "draft_vocab" in f.keys() else None
     facts = card.Facts.gather(args, models.target(), history, draft_vocab, heads)
@@ -274,7 +274,7 @@ def cmd_ship_steps(args, models) -> None:
     """Put the step curve of a later run that went on from the shipped heads, and did not replace them, into their
     card: where more steps took them. Reads the run's steps.json and history.json; needs no model."""
     run, dest = run_dir(args), ship_dest(args)
-    points, history = card.read_json(run / card.STEPS), card.read_json(run / "history.json")
+    points, history = card.read_json(run / stepcurve.STEPS), card.read_json(run / "history.json")
     if not points or not history:
         raise GumihoError(f"no step curve in {run}; train it with --keep-steps, then run: train steps --run {run.name}")
     shipped, last = card.read_json(dest / "config.json"), card.read_json(run / "drafter" / "config.json") or {}
@@ -285,9 +285,9 @@ def cmd_ship_steps(args, models) -> None:
         began = start or "random weights"
         raise GumihoError(f"{run.name} did not go on from the heads in {dest} (it started from {began}; its step "
                           "curve must begin at step 0, and the heads there must not be its own)")
-    card.plot_steps(points, history, dest / "continued.png")
-    section = card.continued_section(run.name, last["train_config"], points, history)
-    (dest / "README.md").write_text(card.with_section((dest / "README.md").read_text(), card.CONTINUED, section))
+    stepcurve.plot_steps(points, history, dest / "continued.png")
+    section = stepcurve.continued_section(run.name, last["train_config"], points, history)
+    (dest / "README.md").write_text(card.with_section((dest / "README.md").read_text(), stepcurve.CONTINUED, section))
     log.info("the step curve of %s (%d points) in %s", run.name, len(points), dest / "README.md")
 
 

@@ -1,0 +1,71 @@
+"""The step curve of a training run: its kept heads decoded on held-out prompts, as the model card shows it; and the
+curve of a later run that went on from the shipped heads."""
+from __future__ import annotations
+
+from pathlib import Path
+
+STEPS = "steps.json"  # in a run folder: the step curve
+CONTINUED = "## Going on from these heads"  # the card's section on a later run that started from them
+TOP1_KEYS = ["val_serial_top1", "val_serial2_top1"] + [f"val_mlp{m}_top1" for m in range(1, 6)]  # history's
+
+
+def step_point(step: int, report: dict) -> dict:
+    """One point of the step curve: the heads after `step` optimizer steps, decoded on held-out prompts."""
+    return {"step": step, "prompts": report["prompts"], "max_new_tokens": report["max_new_tokens"],
+            **{m: {k: report[m][k] for k in ("mean_accept_len", "per_depth")} for m in ("gumiho", "serial")}}
+
+
+def continued_section(run: str, cfg: dict, points: list[dict], history: list[dict]) -> list[str]:
+    """The card's section on a later run that went on from the shipped heads (its step 0) without replacing them:
+    where more steps took them, measured as the step curve is."""
+    first, end = points[0], history[-1]
+    taus = {m: [p[m]["mean_accept_len"] for p in points] for m in ("gumiho", "serial")}
+    rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
+            f"{rate(p['gumiho'], 2)} | {rate(p['serial'], 2)} |" for p in points]
+    best = max(points, key=lambda p: p["gumiho"]["mean_accept_len"])
+    span = "; ".join(f"{m} tau {min(t):.2f}-{max(t):.2f}" for m, t in taus.items())
+    loss = (f" Held-out loss {history[0]['val_loss']:.3f} after its first epoch and {end['val_loss']:.3f} at step "
+            f"{end['step']:,} (train loss {end['train_loss']:.3f})." if "val_loss" in end and "train_loss" in end
+            else "")
+    return [CONTINUED, "", "![more steps](continued.png)", "",
+            f"Run `{run}` went on from these heads for {end['step']:,} more optimizer steps, on a schedule fixed in "
+            f"advance (AdamW lr {cfg['lr']}, warm-up then a linear decay to zero, {cfg.get('precision', 'fp32')} "
+            f"matmuls, rollout `{cfg.get('rollout', 'teacher-forced')}`). Its kept heads, each decoded on "
+            f"{first['prompts']} held-out prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 "
+            f"(`python -m gumiho_core.train steps --run {run}`); step 0 is these heads.", "",
+            "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
+            f"Over the run: {span}; the highest gumiho tau is at step {best['step']:,}, "
+            f"{best['gumiho']['mean_accept_len'] - first['gumiho']['mean_accept_len']:+.2f} against step 0.{loss}",
+            ""]
+
+
+def rate(r: dict, depth: int) -> str:
+    x = r["per_depth"][depth - 1] if len(r["per_depth"]) >= depth else float("nan")
+    return "-" if x != x else f"{x:.2f}"
+
+
+def plot_steps(points: list[dict], history: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    plot_top1(a, [h["step"] for h in history], history)
+    a.set_xlabel("optimizer step"), a.set_title("held-out conversations, at each epoch's end")
+    for m in ("gumiho", "serial"):
+        b.plot([p["step"] for p in points], [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
+    b.set_xlabel("optimizer step"), b.set_ylabel("tokens per target pass")
+    b.set_title("held-out prompts, authors' 64-node tree, T=0"), b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_top1(ax, xs: list, history: list[dict]) -> None:
+    """Each head's held-out top-1 agreement along the history rows, one line per head the history has."""
+    for key in TOP1_KEYS:
+        if key in history[0]:
+            ax.plot(xs, [h.get(key, float("nan")) for h in history], marker=".", label=key[4:-5])
+    ax.set_ylabel("top-1 agreement with the target"), ax.legend(fontsize=7)
