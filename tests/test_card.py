@@ -57,7 +57,11 @@ def test_card_shows_the_step_curve_and_its_best_step(tmp_path):
     facts = card.Facts(**{**_facts({}, None).__dict__, "steps": points})
     text = card.model_card(facts)
     assert "## Step curve" in text and "| 1,400 | 2.60 | 2.50 | 0.60 | 0.60 |" in text
-    assert "Highest gumiho tau at step 1,400." in text
+    assert "Over the run: gumiho tau 2.10-2.60; serial tau 2.20-2.50; the highest gumiho tau at step 1,400." in text
+    plateau = [*points, stepcurve.step_point(2800, _eval(2.603, 2.5))]
+    text = card.model_card(card.Facts(**{**facts.__dict__, "steps": plateau}))
+    assert "the highest gumiho tau at steps 2,800 and 1,400." not in text  # in step order
+    assert "the highest gumiho tau at steps 1,400 and 2,800." in text
     assert "## Step curve" not in card.model_card(_facts({}, None))
     history = [{"epoch": 1, "step": 238, "val_serial_top1": 0.3, "val_mlp1_top1": 0.2},
                {"epoch": 2, "step": 476, "val_serial_top1": 0.4, "val_mlp1_top1": 0.25}]
@@ -322,7 +326,7 @@ def test_ship_steps_puts_a_later_runs_step_curve_into_the_card_of_the_heads_it_w
     assert text.count(stepcurve.CONTINUED) == 1 and (dest / "continued.png").is_file()
     assert "Run `more` went on from these heads for 1,400 more optimizer steps" in text and "AdamW lr 0.0005" in text
     assert "| 700 | 3.15 | 3.55 | 0.60 | 0.60 |" in text
-    assert "gumiho tau 3.15-3.31; serial tau 3.55-3.71; the highest gumiho tau is at step 1,400, +0.04" in text
+    assert "gumiho tau 3.15-3.31; serial tau 3.55-3.71; the highest gumiho tau at step 1,400, +0.04 against" in text
     assert "Held-out loss 7.500 after its first epoch and 7.200 at step 1,400 (train loss 6.600)." in text
     (run / "drafter" / "config.json").write_text(json.dumps(shipped))  # `ship` put the run's own heads there
     with pytest.raises(GumihoError, match="more did not go on from the heads in"):

@@ -11,7 +11,7 @@ from ..models import DEFAULT_DRAFTER
 from ..timing import device_name
 from .corpus import read_corpus
 from .datacurve import HEADS, scaling_section
-from .stepcurve import STEPS, plot_top1, rate
+from .stepcurve import STEPS, plot_top1, rate, spread
 from .workspace import TRAIN_PROMPTS_HAND, corpus_dir_for, run_dir, training_prompt_files, workdir_for
 
 ALIGNMENT = "alignment.json"  # in a run folder: what drafting accepts beside what training scores (parity)
@@ -219,7 +219,6 @@ def _steps(f: Facts) -> list[str]:
     first, start = f.steps[0], f.train_config.get("init_from") or ""
     rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
             f"{rate(p['gumiho'], 2)} | {rate(p['serial'], 2)} |" for p in f.steps]
-    best = max(f.steps, key=lambda p: p["gumiho"]["mean_accept_len"])
     return ["## Step curve", "", "![step curve](steps.png)", "",
             f"The heads kept along the one run (`train --keep-steps`), each decoded on {first['prompts']} held-out "
             f"prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 (`python -m gumiho_core.train "
@@ -228,7 +227,7 @@ def _steps(f: Facts) -> list[str]:
             + (f" Step 0: the heads it started from ({began_from(start)})." if first["step"] == 0 and start else ""),
             "",
             "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
-            f"Highest gumiho tau at step {best['step']:,}.", ""]
+            f"{spread(f.steps)}.", ""]
 
 
 def with_section(card_text: str, heading: str, section: list[str]) -> str:

@@ -19,11 +19,8 @@ def continued_section(run: str, cfg: dict, points: list[dict], history: list[dic
     """The card's section on a later run that went on from the shipped heads (its step 0) without replacing them:
     where more steps took them, measured as the step curve is."""
     first, end = points[0], history[-1]
-    taus = {m: [p[m]["mean_accept_len"] for p in points] for m in ("gumiho", "serial")}
     rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
             f"{rate(p['gumiho'], 2)} | {rate(p['serial'], 2)} |" for p in points]
-    best = max(points, key=lambda p: p["gumiho"]["mean_accept_len"])
-    span = "; ".join(f"{m} tau {min(t):.2f}-{max(t):.2f}" for m, t in taus.items())
     loss = (f" Held-out loss {history[0]['val_loss']:.3f} after its first epoch and {end['val_loss']:.3f} at step "
             f"{end['step']:,} (train loss {end['train_loss']:.3f})." if "val_loss" in end and "train_loss" in end
             else "")
@@ -34,9 +31,22 @@ def continued_section(run: str, cfg: dict, points: list[dict], history: list[dic
             f"{first['prompts']} held-out prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 "
             f"(`python -m gumiho_core.train steps --run {run}`); step 0 is these heads.", "",
             "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
-            f"Over the run: {span}; the highest gumiho tau is at step {best['step']:,}, "
-            f"{best['gumiho']['mean_accept_len'] - first['gumiho']['mean_accept_len']:+.2f} against step 0.{loss}",
-            ""]
+            f"{spread(points)}, {best_gain(points):+.2f} against step 0.{loss}", ""]
+
+
+def spread(points: list[dict]) -> str:
+    """One line on the curve: where each mode's tau ranged, and the step(s) of the highest gumiho tau (ties within
+    half a hundredth named too, so a plateau reads as one)."""
+    taus = {m: [p[m]["mean_accept_len"] for p in points] for m in ("gumiho", "serial")}
+    top = max(taus["gumiho"])
+    at = [f"{p['step']:,}" for p in points if top - p["gumiho"]["mean_accept_len"] < 0.005]
+    span = "; ".join(f"{m} tau {min(t):.2f}-{max(t):.2f}" for m, t in taus.items())
+    return f"Over the run: {span}; the highest gumiho tau at step{'s' * (len(at) > 1)} {' and '.join(at)}"
+
+
+def best_gain(points: list[dict]) -> float:
+    """The highest gumiho tau of the curve against its first point's."""
+    return max(p["gumiho"]["mean_accept_len"] for p in points) - points[0]["gumiho"]["mean_accept_len"]
 
 
 def rate(r: dict, depth: int) -> str:
