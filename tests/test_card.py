@@ -62,6 +62,8 @@ def test_card_shows_the_step_curve_and_its_best_step(tmp_path):
     text = card.model_card(card.Facts(**{**facts.__dict__, "steps": plateau}))
     assert "the highest gumiho tau at steps 2,800 and 1,400." not in text  # in step order
     assert "the highest gumiho tau at steps 1,400 and 2,800." in text
+    three = [*plateau, stepcurve.step_point(4200, _eval(2.601, 2.5))]
+    assert "at steps 1,400, 2,800 and 4,200." in card.model_card(card.Facts(**{**facts.__dict__, "steps": three}))
     assert "## Step curve" not in card.model_card(_facts({}, None))
     history = [{"epoch": 1, "step": 238, "val_serial_top1": 0.3, "val_mlp1_top1": 0.2},
                {"epoch": 2, "step": 476, "val_serial_top1": 0.4, "val_mlp1_top1": 0.25}]

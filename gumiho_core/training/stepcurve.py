@@ -41,7 +41,8 @@ def spread(points: list[dict]) -> str:
     top = max(taus["gumiho"])
     at = [f"{p['step']:,}" for p in points if top - p["gumiho"]["mean_accept_len"] < 0.005]
     span = "; ".join(f"{m} tau {min(t):.2f}-{max(t):.2f}" for m, t in taus.items())
-    return f"Over the run: {span}; the highest gumiho tau at step{'s' * (len(at) > 1)} {' and '.join(at)}"
+    where = f"step {at[0]}" if len(at) == 1 else f"steps {', '.join(at[:-1])} and {at[-1]}"
+    return f"Over the run: {span}; the highest gumiho tau at {where}"
 
 
 def best_gain(points: list[dict]) -> float:
