@@ -11,7 +11,7 @@ from ..models import DEFAULT_DRAFTER
 from ..timing import device_name
 from .corpus import read_corpus
 from .datacurve import HEADS, scaling_section
-from .stepcurve import STEPS, plot_top1, rate, spread
+from .stepcurve import STEPS, plot_top1, spread, table
 from .workspace import TRAIN_PROMPTS_HAND, corpus_dir_for, run_dir, training_prompt_files, workdir_for
 
 ALIGNMENT = "alignment.json"  # in a run folder: what drafting accepts beside what training scores (parity)
@@ -217,8 +217,6 @@ def _steps(f: Facts) -> list[str]:
     if not f.steps:
         return []
     first, start = f.steps[0], f.train_config.get("init_from") or ""
-    rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
-            f"{rate(p['gumiho'], 2)} | {rate(p['serial'], 2)} |" for p in f.steps]
     return ["## Step curve", "", "![step curve](steps.png)", "",
             f"The heads kept along the one run (`train --keep-steps`), each decoded on {first['prompts']} held-out "
             f"prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 (`python -m gumiho_core.train "
@@ -226,8 +224,7 @@ def _steps(f: Facts) -> list[str]:
             "for the whole run, so an early point is a model still at a high learning rate, not a shorter run."
             + (f" Step 0: the heads it started from ({began_from(start)})." if first["step"] == 0 and start else ""),
             "",
-            "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
-            f"{spread(f.steps)}.", ""]
+            *table(f.steps), "", f"{spread(f.steps)}.", ""]
 
 
 def with_section(card_text: str, heading: str, section: list[str]) -> str:

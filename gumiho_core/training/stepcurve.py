@@ -19,8 +19,6 @@ def continued_section(run: str, cfg: dict, points: list[dict], history: list[dic
     """The card's section on a later run that went on from the shipped heads (its step 0) without replacing them:
     where more steps took them, measured as the step curve is."""
     first, end = points[0], history[-1]
-    rows = [f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
-            f"{rate(p['gumiho'], 2)} | {rate(p['serial'], 2)} |" for p in points]
     loss = (f" Held-out loss {history[0]['val_loss']:.3f} after its first epoch and {end['val_loss']:.3f} at step "
             f"{end['step']:,} (train loss {end['train_loss']:.3f})." if "val_loss" in end and "train_loss" in end
             else "")
@@ -30,8 +28,14 @@ def continued_section(run: str, cfg: dict, points: list[dict], history: list[dic
             f"matmuls, rollout `{cfg.get('rollout', 'teacher-forced')}`). Its kept heads, each decoded on "
             f"{first['prompts']} held-out prompts, {first['max_new_tokens']} new tokens, the authors' tree, T=0 "
             f"(`python -m gumiho_core.train steps --run {run}`); step 0 is these heads.", "",
-            "| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|", *rows, "",
-            f"{spread(points)}, {best_gain(points):+.2f} against step 0.{loss}", ""]
+            *table(points), "", f"{spread(points)}, {best_gain(points):+.2f} against step 0.{loss}", ""]
+
+
+def table(points: list[dict]) -> list[str]:
+    """The card's table of a step curve: each point's tau and depth-2 acceptance for both modes."""
+    return ["| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|",
+            *(f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
+              f"{rate(p['gumiho'], 2)} | {rate(p['serial'], 2)} |" for p in points)]
 
 
 def spread(points: list[dict]) -> str:
