@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from gumiho_core import GUMIHO
+from gumiho_core import AR, GUMIHO, GUMIHO_SERIAL, REGISTRY
 
 from . import runfile
 from .backend import Backend
@@ -28,9 +28,7 @@ EXAMPLES = [
     "Write a Python function that tells whether a number is prime.",
     "What is 17 times 23? Show your working.",
 ]
-METHOD_CHOICES = [("gumiho: serial head for tokens 1-2, MLP heads for 3-7", "gumiho"),
-                  ("serial: the serial head at every depth (EAGLE-2 style)", "serial"),
-                  ("ar: plain decoding, one token per target pass", "ar")]
+METHOD_CHOICES = [(f"{m.name}: {m.about}", m.name) for m in REGISTRY.values() if m.name in (GUMIHO, GUMIHO_SERIAL, AR)]
 # The panels that scroll are the components themselves, not the HTML inside them: a new picture replaces
 # the inside, and the scroll position (kept by the element that persists) stays where the visitor left it.
 PAGE_CSS = """

@@ -8,7 +8,7 @@ rendering a checked step can neither fail nor cost more than its bounded size.
 """
 from __future__ import annotations
 
-from gumiho_core import (AR, AUTOREGRESSIVE, GUMIHO, MAX_TREE_DEPTH, MLP_HEAD, PARALLEL, PREFILL, ROOT, SERIAL_STEP,
+from gumiho_core import (AR, AUTOREGRESSIVE, HYBRID, MAX_TREE_DEPTH, MLP_HEAD, PARALLEL, PREFILL, ROOT, SERIAL_STEP,
                          SPECULATIVE, DecodeConfig, StepFile, TreeConfig)
 
 from . import checks as c
@@ -89,10 +89,10 @@ def _proposers(t, where: str, mode: str) -> set[str]:
     phases the nodes came from."""
     by_depth = {0: ROOT}
     for i, (p, level) in enumerate(zip(t.proposer, t.depth)):
-        ok = p == ROOT if i == 0 else _SERIAL.get(p) == level or mode == GUMIHO and _MLP.get(p, level) < level
+        ok = p == ROOT if i == 0 else _SERIAL.get(p) == level or mode == HYBRID and _MLP.get(p, level) < level
         if not ok:
             c.refuse(f"{where}.proposer[{i}] is {c.kind(p)}; a node at depth {level} is proposed by "
-                     f"{SERIAL_STEP}{level}" + (f" or an MLP head ({MLP_HEAD}1…)" if mode == GUMIHO and i else ""))
+                     f"{SERIAL_STEP}{level}" + (f" or an MLP head ({MLP_HEAD}1…)" if mode == HYBRID and i else ""))
         if by_depth.setdefault(level, p) != p:
             c.refuse(f"{where}.proposer: the nodes at depth {level} name two proposers")
     return {PARALLEL if p in _MLP else p for level, p in by_depth.items() if level}

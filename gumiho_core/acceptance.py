@@ -40,6 +40,13 @@ class Acceptance:
                 self.reached[d] += 1
                 self.accepted[d] += a >= d
 
+    def merge(self, other: "Acceptance") -> None:
+        """Add another tally's counts (of the same max_depth) to this one."""
+        self.steps, self.new_tokens = self.steps + other.steps, self.new_tokens + other.new_tokens
+        for mine, theirs in ((self.reached, other.reached), (self.accepted, other.accepted),
+                             (self.histogram, other.histogram)):
+            mine[:] = [a + b for a, b in zip(mine, theirs, strict=True)]
+
     def add(self, run: RunResult) -> None:
         for rec in run.records:
             self.add_step(rec)
@@ -80,6 +87,13 @@ class Calibration:
             t[0] += 1
             t[1] += math.exp(tree.logprob[i])
             t[2] += tree.tokens[i] == verdict.target_token[tree.parents[i]]
+
+    def merge(self, other: "Acceptance") -> None:
+        """Add another tally's counts (of the same max_depth) to this one."""
+        self.steps, self.new_tokens = self.steps + other.steps, self.new_tokens + other.new_tokens
+        for mine, theirs in ((self.reached, other.reached), (self.accepted, other.accepted),
+                             (self.histogram, other.histogram)):
+            mine[:] = [a + b for a, b in zip(mine, theirs, strict=True)]
 
     def add(self, run: RunResult) -> None:
         for rec in run.records:

@@ -4,7 +4,7 @@
 
 Shared by the CLIs (generate, bench, train): the model flags, the tree flags and how they become a tree,
 quiet transformers, and one way to fail: a GumihoError prints one line and the exit code is 2.
-The decoding CLI decodes one prompt with Gumiho, serial (EAGLE-2 style) drafting, or plain decoding.
+The decoding CLI decodes one prompt with any method of the registry (methods.py).
 """
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ import json
 import logging
 import sys
 
-from .config import AR, METHODS, POOLS, TREE_FIELDS, DecodeConfig, TreeConfig
+from .config import POOLS, TREE_FIELDS, DecodeConfig, TreeConfig
 from .engine import generate, start
 from .errors import GumihoError
+from .methods import GUMIHO, METHODS, REGISTRY, method
 from .models import load_drafter, load_target
 from .text import decode_tokens, encode_prompt
+from .trees import AUTO, FASTEST, MEASURED, PRESETS, TREE_REQUESTS, ResolvedTree, resolve_tree
 
 log = logging.getLogger(__name__)
 BAD_INPUT = 2  # the exit code of every CLI for bad input, after a one-line message
-TREE_CHOICES = ("auto", "fastest", "paper")  # --tree, and the app's generate endpoint
 
 
 # -- shared by the CLIs ------------------------------------------------------------------------------
@@ -31,21 +32,24 @@ def target_from_args(args):
 
 
 def tree_args(parser: argparse.ArgumentParser) -> None:
-    """Tree flags shared by the CLIs: a preset, or explicit shape flags (unset ones take the paper's values)."""
+    """Tree flags shared by the CLIs: a request (trees.py), or explicit shape flags (unset ones take the paper's)."""
     d = TreeConfig()
     g = parser.add_argument_group("draft tree")
-    g.add_argument("--tree", default="auto", choices=TREE_CHOICES,
-                   help="auto: the fastest tree measured on this device that drafts deeper than the serial steps (so "
-                        "the MLP heads take part; measured once, cached); fastest: the fastest measured tree of any "
-                        "depth; paper: the authors' 64-node tree. Any shape flag below overrides them.")
+    g.add_argument("--tree", default=AUTO, choices=TREE_REQUESTS,
+                   help="auto: the fastest tree measured on this device (hybrid methods: one deep enough for the MLP "
+                        "heads), or the small tree (CPU) / the paper's (GPU) while none is measured; nothing is "
+                        "measured unless asked. fastest: the fastest measured tree of any depth, measured now if it "
+                        f"is not yet (1-3 minutes on a CPU). {', '.join(PRESETS)}: fixed trees. Shape flags below "
+                        "override them.")
     g.add_argument("--remeasure", action="store_true",
-                   help="measure this device again for auto/fastest, replacing the cached measurement")
+                   help="measure this device now (1-3 minutes on a CPU, with a progress bar) and keep the result "
+                        "for auto and fastest")
     g.add_argument("--top-k", type=int, help=f"children per expanded node (paper: {d.top_k})")
     g.add_argument("--mlp-topk", type=int, help=f"tokens per MLP head (paper: {d.mlp_topk})")
     g.add_argument("--pruning", type=int, help=f"MLP beam width (paper: {d.pruning})")
     g.add_argument("--total-tokens", type=int, help=f"nodes verified per step, root included (paper: {d.total_tokens})")
     g.add_argument("--depth", type=int, help=f"deepest draft level (paper: {d.depth})")
-    g.add_argument("--pool", choices=POOLS, help=f"which serial-level candidates may enter a gumiho tree (default "
+    g.add_argument("--pool", choices=POOLS, help=f"which serial-level candidates may enter a hybrid tree (default "
                                                  f"{d.pool}: the authors' rule; all: EAGLE-2's)")
 
 
@@ -55,26 +59,50 @@ def explicit_tree(args) -> TreeConfig | None:
     return TreeConfig(**given) if given else None
 
 
-def measured_choice(args, method: str, target, drafter):
-    """The device's TreeChoice when --tree auto or fastest decides the tree (measured if need be), else None."""
-    if explicit_tree(args) is not None or args.tree == "paper":
+def measurement(args, method_name: str, target, drafter, request: str | None = None):
+    """This device's TreeChoice for the method where the request (default --tree) wants one: the cached one, or
+    measured now where --remeasure asks or `fastest` has none (with a progress bar on stderr). None where none is
+    wanted or known."""
+    from .measure.autotree import cached_tree_choice, choose_tree
+
+    request, remeasure = request or args.tree, getattr(args, "remeasure", False)
+    if not remeasure and (explicit_tree(args) is not None or request not in MEASURED):
         return None
-    from .measure.autotree import choose_tree
+    mode = method(method_name).mode
+    choice = None if remeasure else cached_tree_choice(target, drafter, mode)
+    if choice is None and (remeasure or request == FASTEST):
+        with _MeasureBar(method_name) as bar:
+            choice = choose_tree(target, drafter, mode, refresh=True, progress=bar.update)
+    return choice
 
-    return choose_tree(target, drafter, method, refresh=getattr(args, "remeasure", False))
+
+def tree_for(args, method_name: str, target, choice=None, request: str | None = None) -> ResolvedTree:
+    """The tree a CLI run of a speculative method uses (trees.resolve_tree; request default --tree), and where it
+    came from."""
+    unmeasured = "measure it with --tree fastest or --remeasure, 1-3 minutes on a CPU"
+    return resolve_tree(request or args.tree, method_name, str(target.device), choice, explicit_tree(args), unmeasured)
 
 
-def resolve_tree(args, method: str, target, drafter, choice=None) -> tuple[TreeConfig, str]:
-    """(tree, a note on where it came from) for a speculative method; `choice`: measured_choice()'s, if known."""
-    tree = explicit_tree(args)
-    if tree is not None:
-        return tree.with_(mode=method), "explicit flags"
-    if args.tree == "paper":
-        return TreeConfig(mode=method), "the authors' tree"
-    choice = choice or measured_choice(args, method, target, drafter)
-    if args.tree == "fastest":
-        return choice.fastest_tree.with_(mode=method), choice.fastest_summary()
-    return choice.tree.with_(mode=method), choice.summary()
+class _MeasureBar:
+    """A progress bar on stderr for the device measurement, with tqdm's time estimate."""
+
+    def __init__(self, method_name: str):
+        self.method_name = method_name
+
+    def __enter__(self):
+        from tqdm import tqdm
+
+        print(f"measuring which trees pay on this device for {self.method_name} (1-3 minutes on a CPU, once; "
+              "cached for later runs)", file=sys.stderr)
+        self.bar = tqdm(total=100, unit="%", file=sys.stderr, bar_format="{l_bar}{bar}| {n:.0f}% [{elapsed}<{remaining}]")
+        return self
+
+    def update(self, frac: float, text: str) -> None:
+        self.bar.set_description(text[:40])
+        self.bar.update(max(0.0, 100 * frac - self.bar.n))
+
+    def __exit__(self, *exc):
+        self.bar.close()
 
 
 def model_args(parser: argparse.ArgumentParser) -> None:
@@ -104,7 +132,7 @@ def bad_input(error: GumihoError) -> int:
 
 
 # -- python -m gumiho_core.generate ----------------------------------------------------------------
-GENERATE = """Decode one prompt with Gumiho, serial (EAGLE-2 style) drafting, or plain decoding.
+GENERATE = """Decode one prompt with Gumiho, a comparison method, or plain decoding.
 
     python -m gumiho_core.generate --prompt "Write a haiku about the sea." --method gumiho --json
 """
@@ -114,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gumiho_core.generate", description=GENERATE,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prompt", required=True, help="the user message")
-    p.add_argument("--method", default="gumiho", choices=METHODS)
+    p.add_argument("--method", default=GUMIHO, choices=METHODS,
+                   help="; ".join(f"{m.name}: {m.about}" for m in REGISTRY.values()))
     p.add_argument("--max-new-tokens", type=int, default=DecodeConfig.max_new_tokens)
     p.add_argument("--temperature", type=float, default=DecodeConfig.temperature, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=DecodeConfig.top_p)
@@ -135,16 +164,18 @@ def run(args) -> dict:
         raise GumihoError("the prompt is empty: type something for the model to answer")
     target = target_from_args(args)
     drafter = tree = note = choice = None
-    if args.method != AR:
-        drafter = load_drafter(args.draft, target)
-        choice = measured_choice(args, args.method, target, drafter)
-        tree, note = resolve_tree(args, args.method, target, drafter, choice)
-        log.info("tree: %s", note)
+    if method(args.method).speculative:
+        drafter = load_drafter(args.draft, target, member=method(args.method).drafter)
+        choice = measurement(args, args.method, target, drafter)
+        resolved = tree_for(args, args.method, target, choice)
+        tree, note = resolved.tree, resolved.source
+        if not args.json:
+            print(f"tree: {note}", file=sys.stderr)
     prompt_ids = encode_prompt(target.tokenizer, args.prompt, raw=args.raw)
     session = start(args.method, target, prompt_ids, decode, tree or TreeConfig(), drafter)
     steps = _StepTimes(None if args.json else _Streamer(target.tokenizer))
     result = generate(session, args.method, keep_records=False, on_step=steps)
-    if choice is not None:
+    if choice is not None and args.tree in MEASURED and explicit_tree(args) is None:
         _check_prediction(choice, tree, steps, target, drafter)
     return result.report(decode_tokens(target.tokenizer, result.token_ids), target.name, note)
 

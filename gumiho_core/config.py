@@ -6,9 +6,14 @@ from dataclasses import dataclass, field, fields, replace
 
 from .errors import GumihoError
 
-GUMIHO, SERIAL, AR = "gumiho", "serial", "ar"  # Gumiho drafting, serial drafting at every depth, plain decoding
-METHODS = (GUMIHO, SERIAL, AR)
-TREE_MODES = (GUMIHO, SERIAL)  # the drafting modes: the methods that draft a tree
+# How a drafter fills the tree's levels (TreeConfig.mode): "hybrid" runs its serial stack for its serial steps and
+# its parallel heads below them (Gumiho; Medusa has no serial steps), "serial" runs the stack at every depth
+# (EAGLE-2). Which method drafts which way is the method registry's business (methods.py).
+HYBRID, SERIAL = "hybrid", "serial"
+TREE_MODES = (HYBRID, SERIAL)
+TREE_MODE_ALIASES = {"gumiho": HYBRID}  # run files and caches written before the drafter family
+# What the parallel heads read: the serial steps' fused outputs (Gumiho), or the target's last feature (Medusa).
+HEADS_READ = ("serial", "target")
 MAX_TREE_TOKENS = 1024  # a sanity bound; the context length is checked per session
 MAX_SEED = 2**64 - 1  # what a torch.Generator takes
 # Which candidates of serial levels 2+ may be chosen into the tree. "paper": each method's own rule -- Gumiho
@@ -34,8 +39,9 @@ def _check_ints(cfg, names, least: int, what: str = "") -> None:
 
 @dataclass(frozen=True)
 class DrafterConfig:
-    """The draft network's architecture (GUMIHO.md): the target's layer shapes, a serial stack of num_layers
-    LLaMA layers run serial_steps times, and mlp_heads parallel MLP heads of res_blocks residual blocks."""
+    """The draft network's architecture (docs/method.md): the target's layer shapes, a serial stack of num_layers
+    LLaMA layers trained for serial_steps steps, and mlp_heads parallel MLP heads of res_blocks residual blocks
+    that read `heads_read` (HEADS_READ). The family's members are presets of it (ARCHITECTURES)."""
 
     hidden_size: int
     intermediate_size: int
@@ -52,23 +58,42 @@ class DrafterConfig:
     serial_steps: int = 2
     mlp_heads: int = 5
     res_blocks: int = 5
+    heads_read: str = "serial"
 
     def __post_init__(self):
         _check_ints(self, ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-                           "head_dim", "vocab_size", "num_layers", "serial_steps"), 1, "drafter config: ")
-        _check_ints(self, ("mlp_heads", "res_blocks"), 0, "drafter config: ")
+                           "head_dim", "vocab_size"), 1, "drafter config: ")
+        _check_ints(self, ("num_layers", "serial_steps", "mlp_heads", "res_blocks"), 0, "drafter config: ")
         _check(not self.num_attention_heads % self.num_key_value_heads,
                f"drafter config: num_attention_heads {self.num_attention_heads} is not a multiple "
                f"of num_key_value_heads {self.num_key_value_heads}")
+        _check(self.heads_read in HEADS_READ,
+               f"drafter config: heads_read must be one of {', '.join(HEADS_READ)}; got {self.heads_read!r}")
+        _check((self.num_layers == 0) == (self.serial_steps == 0),
+               f"drafter config: a serial stack needs serial steps and serial steps need a stack; got "
+               f"num_layers {self.num_layers}, serial_steps {self.serial_steps}")
+        _check(self.heads_read == "target" or not self.mlp_heads or self.serial_steps,
+               "drafter config: heads that read the serial steps need at least one serial step")
+        _check(self.num_layers or self.mlp_heads, "drafter config: no serial stack and no heads: nothing drafts")
 
     @property
     def max_depth(self) -> int:
-        """The deepest draft level in gumiho mode: the serial steps, then one level per MLP head."""
+        """The deepest draft level in hybrid mode: the serial steps, then one level per MLP head."""
         return self.serial_steps + self.mlp_heads
 
+    @property
+    def has_stack(self) -> bool:
+        """Whether there is a serial stack (and its input fusion fc): what serial drafting needs."""
+        return self.num_layers > 0
+
+    @property
+    def heads_in(self) -> int:
+        """Width of the parallel heads' input: the serial steps' fused outputs side by side, or one feature."""
+        return self.hidden_size * (self.serial_steps if self.heads_read == "serial" else 1)
+
     @classmethod
-    def from_target(cls, cfg, **overrides) -> "DrafterConfig":
-        """The draft architecture of a target: its LLaMA layer shapes, 2 layers (GUMIHO.md)."""
+    def from_target(cls, cfg, architecture: str = "gumiho", **overrides) -> "DrafterConfig":
+        """A family member's draft architecture (ARCHITECTURES) for a target: its LLaMA layer shapes."""
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         rope = dict(getattr(cfg, "rope_parameters", None) or {"rope_type": "default", "rope_theta": cfg.rope_theta})
         base = dict(
@@ -79,27 +104,40 @@ class DrafterConfig:
             rope_parameters=rope, max_position_embeddings=cfg.max_position_embeddings,
             hidden_act=getattr(cfg, "hidden_act", "silu"),
         )
+        _check(architecture in ARCHITECTURES,
+               f"architecture must be one of {', '.join(ARCHITECTURES)}; got {architecture!r}")
+        base.update(ARCHITECTURES[architecture])
         base.update(overrides)
         return cls(**base)
 
 
 MAX_DEPTH = DrafterConfig.serial_steps + DrafterConfig.mlp_heads  # the published drafters' deepest level (2 + 5)
 
+# The drafter family: one architecture each, as data. Every member drafts MAX_DEPTH levels when trained.
+ARCHITECTURES = {
+    # Gumiho: a 2-layer transformer drafts depths 1-2 one after the other, 5 MLP heads depths 3-7 at once.
+    "gumiho": dict(num_layers=2, serial_steps=2, mlp_heads=5, heads_read="serial"),
+    # EAGLE-2 style: ONE transformer layer, run at every depth (their published configs: num_hidden_layers 1).
+    "eagle": dict(num_layers=1, serial_steps=MAX_DEPTH, mlp_heads=0, heads_read="serial"),
+    # Medusa style: no serial stack; one head per depth, each reading the target's last feature.
+    "medusa": dict(num_layers=0, serial_steps=0, mlp_heads=MAX_DEPTH, heads_read="target"),
+}
+
 
 @dataclass(frozen=True)
 class TreeConfig:
     """Shape of the draft tree. Defaults are the Gumiho authors' (GUMIHO.md).
 
-    mode:         "gumiho" (serial head for depths 1-2, MLP heads after) or "serial" (serial head at every depth).
+    mode:         "hybrid" (the serial steps, then the MLP heads) or "serial" (the serial stack at every depth).
     top_k:        children kept per expanded node, and nodes expanded per serial level.
     mlp_topk:     tokens per MLP-head distribution entering the beam.
     pruning:      beam width at each MLP level.
     total_tokens: nodes verified per step, root included.
-    depth:        deepest draft level (2 serial + up to 5 MLP heads in gumiho mode).
+    depth:        deepest draft level (in hybrid mode at most the drafter's serial steps + MLP heads).
     pool:         which serial-level candidates may enter the tree (POOLS).
     """
 
-    mode: str = GUMIHO
+    mode: str = HYBRID
     top_k: int = 14
     mlp_topk: int = 35
     pruning: int = 35
@@ -108,6 +146,8 @@ class TreeConfig:
     pool: str = "paper"
 
     def __post_init__(self):
+        if self.mode in TREE_MODE_ALIASES:
+            object.__setattr__(self, "mode", TREE_MODE_ALIASES[self.mode])
         _check(self.mode in TREE_MODES, f"tree mode must be one of {', '.join(TREE_MODES)}; got {self.mode!r}")
         _check(self.pool in POOLS, f"pool must be one of {', '.join(POOLS)}; got {self.pool!r}")
         _check_ints(self, ("top_k", "mlp_topk", "pruning", "depth"), 1)
@@ -158,8 +198,3 @@ class DecodeConfig:
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-def check_method(method: str) -> str:
-    _check(method in METHODS, f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    return method

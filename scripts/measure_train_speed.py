@@ -104,6 +104,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--precision", default="fp32")
     p.add_argument("--rollout", help="teacher-forced or as-drafted (only for a trainer that has rollouts)")
+    p.add_argument("--architecture", help="the family member to train: gumiho, eagle or medusa (default gumiho)")
     p.add_argument("--fraction", type=float, default=1.0)
     p.add_argument("--code", help="a checkout whose gumiho_core to run (default: this one)")
     p.add_argument("--profile", help="record --steps more steps with torch.profiler into this file (see above)")
@@ -132,6 +133,8 @@ def _measure(args, target, seqs, micro: int | None, profile: str | None) -> dict
     from gumiho_core.training.trainer import TrainConfig, Trainer
 
     extra = {"rollout": args.rollout} if args.rollout else {}
+    if args.architecture:
+        extra["architecture"] = args.architecture
     if "steps" in {f.name for f in fields(TrainConfig)}:
         extra["steps"] = 10 ** 6  # a long schedule: the rate stays near its warm-up ramp, as the old trainer's
     if micro is None and not args.code:
@@ -154,7 +157,8 @@ def _measure(args, target, seqs, micro: int | None, profile: str | None) -> dict
             _write_profile(prof, trainer.target.device.type == "cuda", args.steps, Path(profile))
     s = sums["seconds"]
     return {"code": args.code or "this", "threads": args.threads, "precision": args.precision,
-            "rollout": args.rollout or "teacher-forced", "micro_tokens": cfg.micro_tokens, "steps": args.steps,
+            "rollout": args.rollout or "teacher-forced", "architecture": args.architecture or "gumiho",
+            "micro_tokens": cfg.micro_tokens, "steps": args.steps,
             "seconds": round(s, 2), "step_s": round(s / args.steps, 4), "padded_tok_s": round(sums["padded"] / s, 1),
             "tok_s": round(sums["tokens"] / s, 1), "answer_tok_s": round(sums["answer"] / s, 1)}
 

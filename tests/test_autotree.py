@@ -19,14 +19,15 @@ def token_paths(tree, nodes):
     return {tuple(tree.tokens[j] for j in tree.path_to(i)) for i in nodes}
 
 
-@pytest.mark.parametrize("mode,pool", [("gumiho", "all"), ("gumiho", "paper"), ("serial", "paper")])
+@pytest.mark.parametrize("mode,pool", [("hybrid", "all"), ("hybrid", "paper"), ("serial", "paper")])
 def test_smaller_trees_are_read_off_the_big_one(setup, mode, pool):
     """With the same top_k and depth, an n-node tree is the big tree's best n - 1 nodes, so what it would
     accept is known from the big tree's verdict (each node's logits depend only on its ancestors). The big tree
     pools every candidate (pool "all"); Gumiho's own pool (only the kept level-2 nodes) is a subset of it."""
     target, drafter = setup
     big = TreeConfig(mode=mode, top_k=6, mlp_topk=BEAM, pruning=BEAM, total_tokens=64, depth=7, pool="all")
-    session = start(mode, target, [5, 6, 7, 8, 9], DecodeConfig(max_new_tokens=40), big, drafter)
+    session = start({"hybrid": "gumiho", "serial": "gumiho-serial"}[mode], target, [5, 6, 7, 8, 9],
+                    DecodeConfig(max_new_tokens=40), big, drafter)
     session.step()  # prefill
     checked = 0
     while not session.done and checked < 6:
@@ -64,8 +65,8 @@ def test_best_follows_the_cost_curve(calibration):
     def costs(verify, device):
         return Costs(ar_step_s=0.010, verify_s=verify, draft_s=draft, commit_s=0.0, device=device)
 
-    flat = best_choice(steps, "gumiho", 2, costs({str(n): 0.010 for n in NODES_GRID}, "flat"))
-    steep = best_choice(steps, "gumiho", 2, costs({str(n): 0.010 * n for n in NODES_GRID}, "steep"))
+    flat = best_choice(steps, "hybrid", 2, costs({str(n): 0.010 for n in NODES_GRID}, "flat"))
+    steep = best_choice(steps, "hybrid", 2, costs({str(n): 0.010 * n for n in NODES_GRID}, "steep"))
     assert flat.tree.total_tokens > steep.tree.total_tokens
     assert flat.tokens_per_step >= steep.tokens_per_step
     assert steep.speedup <= flat.speedup
@@ -100,14 +101,14 @@ def test_auto_is_the_fastest_tree_that_uses_the_mlp_heads_and_names_the_fastest(
         return Costs(ar_step_s=0.010, verify_s={str(n): 0.010 * (1 + n / 16) for n in NODES_GRID}, draft_s=draft,
                      commit_s=0.0, device="test")
 
-    dear = best_choice(calibration, "gumiho", 2, costs(0.02))
+    dear = best_choice(calibration, "hybrid", 2, costs(0.02))
     assert dear.fastest is not None and TreeConfig(**dear.fastest["tree"]).depth <= 2
     assert dear.tree.depth >= 3 and dear.deep_share >= 0.5
     assert dear.fastest["tokens_per_s"] >= round(dear.tokens_per_s, 2)
     assert dear.fastest_tree == TreeConfig(**dear.fastest["tree"]) and "`fastest`" in dear.summary()
     assert f"{dear.fastest['tokens_per_s']:.1f} tokens/s" in dear.summary()
     assert all(a["tree"]["depth"] >= 3 for a in dear.alternatives)
-    cheap = best_choice(calibration, "gumiho", 2, costs(0.0))
+    cheap = best_choice(calibration, "hybrid", 2, costs(0.0))
     assert cheap.fastest is None and cheap.fastest_tree == cheap.tree
     assert "also the fastest tree of any depth" in cheap.summary()
     assert {a["tree"]["pool"] for a in cheap.alternatives + dear.alternatives} <= {"paper", "all"}
@@ -202,9 +203,9 @@ def test_choose_tree_measures_and_caches(setup, tmp_path, monkeypatch):
     assert run.new_tokens == 10
 
 
-@pytest.mark.parametrize("mode,depth,serial_steps,says", [("gumiho", 3, 2, "the MLP heads reached into 70%"),
-                                                         ("serial", 3, 2, "the serial head's later steps"),
-                                                         ("gumiho", 2, 2, "this drafter has no deeper level"),
+@pytest.mark.parametrize("mode,depth,serial_steps,says", [("hybrid", 3, 2, "the MLP heads reached into 70%"),
+                                                         ("serial", 3, 2, "the fastest tree measured here."),
+                                                         ("hybrid", 2, 2, "this drafter has no deeper level"),
                                                          ("serial", 1, 2, "the fastest tree measured here.")])
 def test_summary_says_why_this_tree(mode, depth, serial_steps, says):
     from gumiho_core import TreeChoice

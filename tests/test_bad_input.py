@@ -35,7 +35,7 @@ def test_decode_config(kwargs, match):
     ({"top_k": 0}, "top_k must be an integer >= 1; got 0"),
     ({"total_tokens": 1}, "total_tokens must be an integer in \\[2, 1024\\].*got 1"),
     ({"depth": 0}, "depth must be an integer >= 1; got 0"),
-    ({"mode": "medusa"}, "tree mode must be one of gumiho, serial; got 'medusa'"),
+    ({"mode": "medusa"}, "tree mode must be one of hybrid, serial; got 'medusa'"),
 ])
 def test_tree_config(kwargs, match):
     with pytest.raises(GumihoError, match=match):

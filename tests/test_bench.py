@@ -33,19 +33,27 @@ def test_bench_writes_table_json_and_plot(demo_pair, tmp_path, monkeypatch, caps
     out, png = tmp_path / "r.json", tmp_path / "r.png"
     rc = bench.main(["--target", str(demo_pair / "target"), "--draft", str(demo_pair / "draft"),
                      "--prompts", str(prompts), "--max-new-tokens", "12", "--tree", tree,
-                     "--methods", "ar,hf,hf-lookup,gumiho,serial,gumiho-traced", "--out", str(out), "--plot", str(png)])
+                     "--methods", "ar,hf,hf-lookup,gumiho,gumiho-serial,gumiho-traced", "--trees", f"{tree},classroom",
+                     "--out", str(out), "--plot", str(png)])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "speedup vs hf" in printed and "speedup vs ar" in printed
     res = json.loads(out.read_text())
     assert res["n_prompts"] == 3 and res["device"] and res["model"]
-    for name in ("ar", "hf", "hf-lookup", "gumiho", "serial", "gumiho-traced"):
+    assert "acceptance by depth" in printed
+    for name in ("ar", "hf", "hf-lookup", "gumiho", "gumiho-serial", "gumiho-traced", "gumiho@classroom",
+                 "gumiho-serial@classroom"):
         r = res["methods"][name]
         assert r["identical_prompts"] == 3, name  # temperature 0: every method gives ar's tokens
         assert r["new_tokens"] > 0 and r["wall_s"] > 0 and r["tokens_per_s"] > 0
         assert r["speedup_vs_hf"] > 0 and r["speedup_vs_ar"] > 0
     assert res["methods"]["ar"]["mean_accept_len"] == 1.0
     assert res["methods"]["gumiho"]["mean_accept_len"] >= 1.0
+    for name in ("gumiho", "gumiho@classroom", "gumiho-serial"):
+        r = res["methods"][name]
+        assert len(r["per_depth"]) == 7 and r["draft_ms_per_step"] > 0, name
+    assert set(res["methods"]["gumiho-traced"]["phase_ms_per_step"]) >= {"serial1", "serial2", "parallel"}
+    assert res["tree"]["gumiho@classroom"]["total_tokens"] == 22
     assert png.stat().st_size > 1000
 
 

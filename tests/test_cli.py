@@ -42,16 +42,16 @@ def test_bad_input_exit_code_2_one_line(capsys, argv, message):
 @needs_default
 def test_methods_agree_on_the_default_model(capsys):
     results = {}
-    for method in ("ar", "gumiho", "serial"):
+    for method in ("ar", "gumiho", "gumiho-serial"):
         code, out, err = run_cli(capsys, "--prompt", "Name three colours of the rainbow.", "--method", method,
                                  "--max-new-tokens", "24", "--json", "--total-tokens", "12", "--top-k", "4")
         assert code == 0, err
         results[method] = json.loads(out)
     for key in ("token_ids", "text", "steps", "new_tokens", "mean_accept_len", "wall_s"):
         assert key in results["gumiho"]
-    assert results["gumiho"]["token_ids"] == results["ar"]["token_ids"] == results["serial"]["token_ids"]
+    assert results["gumiho"]["token_ids"] == results["ar"]["token_ids"] == results["gumiho-serial"]["token_ids"]
     assert results["ar"]["mean_accept_len"] == 1.0
-    assert results["gumiho"]["tree"]["total_tokens"] == 12 and results["gumiho"]["tree_source"] == "explicit flags"
+    assert results["gumiho"]["tree"]["total_tokens"] == 12 and results["gumiho"]["tree_source"] == "an explicit tree shape"
     assert results["ar"]["new_tokens"] == len(results["ar"]["token_ids"]) > 0
 
 

@@ -75,7 +75,7 @@ def test_speculation_stays_exact_with_one_row_stock(monkeypatch):
     drafter = random_drafter(target, seed=2)
     prompt = [3, 14, 15, 92, 6]
     plain = generate(start("ar", target, prompt, DecodeConfig(max_new_tokens=40))).token_ids
-    for method in ("gumiho", "serial"):
+    for method in ("gumiho", "gumiho-serial"):
         assert generate(start(method, target, prompt, DecodeConfig(max_new_tokens=40), drafter=drafter)).token_ids \
             == plain, method
 

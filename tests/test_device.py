@@ -36,7 +36,7 @@ def placed_pair(tiny_pair, monkeypatch, target_dtype="bfloat16", drafter_dtype="
     return target, drafter
 
 
-@pytest.mark.parametrize("method,temperature", [("gumiho", 0.0), ("serial", 0.0), ("gumiho", 0.8), ("ar", 0.0)])
+@pytest.mark.parametrize("method,temperature", [("gumiho", 0.0), ("gumiho-serial", 0.0), ("gumiho", 0.8), ("ar", 0.0)])
 def test_a_session_keeps_every_tensor_on_the_target_device(tiny_pair, monkeypatch, method, temperature):
     target, drafter = placed_pair(tiny_pair, monkeypatch, "bfloat16", "float16")
     decode = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=3)

@@ -58,12 +58,12 @@ def expected_logprob(drafter, ctx_inputs, tree, node, mode):
     return float(logp[tokens[-1]])
 
 
-@pytest.mark.parametrize("mode,pool", [("gumiho", "paper"), ("gumiho", "all"), ("serial", "paper")])
+@pytest.mark.parametrize("mode,pool", [("hybrid", "paper"), ("hybrid", "all"), ("serial", "paper")])
 def test_every_node_logprob_matches_its_own_path(setup, mode, pool):
     target, drafter, session, ctx_inputs = setup
     cfg = TreeConfig(mode=mode, top_k=4, mlp_topk=5, pruning=6, total_tokens=48, depth=7, pool=pool)
     # Gumiho's own pool holds the root, 4 + 4 serial nodes and 6 per MLP level; the others more than 48
-    size = 1 + 4 + 4 + 6 * 5 if (mode, pool) == ("gumiho", "paper") else 48
+    size = 1 + 4 + 4 + 6 * 5 if (mode, pool) == ("hybrid", "paper") else 48
     with torch.inference_mode():
         tree, phases = build_tree(session.ctx, session.generated[-1], cfg)
         assert session.ctx.cache.length == session.ctx.committed, "drafting must leave the cache as it was"
@@ -74,7 +74,7 @@ def test_every_node_logprob_matches_its_own_path(setup, mode, pool):
             parent = tree.parents[node]
             assert tree.score[node] == pytest.approx(tree.score[parent] + tree.logprob[node], abs=1e-4)
     names = [p.name for p in phases]
-    every = ["serial1", "serial2", "parallel"] if mode == "gumiho" else [f"serial{d}" for d in range(1, 8)]
+    every = ["serial1", "serial2", "parallel"] if mode == "hybrid" else [f"serial{d}" for d in range(1, 8)]
     assert names == every[:len(names)] and len(names) >= 3, names  # levels no node could reach were skipped
     with torch.inference_mode(), mock.patch.object(drafting, "prunes", lambda device: False):
         _, phases = build_tree(session.ctx, session.generated[-1], cfg)
@@ -82,7 +82,7 @@ def test_every_node_logprob_matches_its_own_path(setup, mode, pool):
 
 
 TREES = [TreeConfig(mode=mode, top_k=4, mlp_topk=5, pruning=6, total_tokens=total, depth=7, pool=pool)
-         for mode, pool in (("gumiho", "paper"), ("gumiho", "all"), ("serial", "paper")) for total in (8, 20, 48)]
+         for mode, pool in (("hybrid", "paper"), ("hybrid", "all"), ("serial", "paper")) for total in (8, 20, 48)]
 
 
 @pytest.mark.parametrize("std", [0.08, 0.2])  # a drafter of flat (child log-probs near -4) and of peaked guesses

@@ -6,7 +6,7 @@ import torch
 
 import gumiho_core.engine as engine
 import gumiho_core.timing as timing
-from gumiho_core import DecodeConfig, TreeConfig, generate, start
+from gumiho_core import DecodeConfig, GumihoError, TreeConfig, generate, start
 from gumiho_core.target import Target
 from reference import plain_greedy
 from tiny import oracle_build_tree, random_drafter, tiny_target
@@ -31,16 +31,50 @@ def drafter(target):
     return random_drafter(target, seed=1)
 
 
-@pytest.mark.parametrize("method", ["gumiho", "serial"])
+@pytest.fixture(scope="module")
+def family(target, drafter):
+    """A random drafter of each family member, by the method that drafts with it."""
+    eagle, medusa = (random_drafter(target, seed=2, architecture=a) for a in ("eagle", "medusa"))
+    return {"gumiho": drafter, "gumiho-serial": drafter, "eagle": eagle, "medusa": medusa}
+
+
+@pytest.mark.parametrize("method", ["gumiho", "gumiho-serial", "eagle", "medusa"])
 @pytest.mark.parametrize("tree_name", list(TREES))
-def test_random_drafter_matches_plain_greedy(target, drafter, method, tree_name):
+def test_random_drafter_matches_plain_greedy(target, family, method, tree_name):
     for prompt in PROMPTS:
         for max_new in (1, 7, 40):
             want = plain_greedy(target.model, prompt, max_new)
             decode = DecodeConfig(max_new_tokens=max_new)
-            run = generate(start(method, target, prompt, decode, TREES[tree_name], drafter))
+            run = generate(start(method, target, prompt, decode, TREES[tree_name], family[method]))
             assert list(run.token_ids) == want, (method, tree_name, prompt, max_new)
             assert run.new_tokens == len(want) and run.stop_reason == "max_new_tokens"
+            assert run.method == method
+
+
+def test_each_member_drafts_its_own_levels(target, family):
+    """Gumiho: S1, S2, then the MLP heads; EAGLE style: the 1-layer stack at every depth; Medusa style: heads only,
+    head d at depth d."""
+    want = {"gumiho": ["serial1", "serial2", "mlp1", "mlp2", "mlp3", "mlp4", "mlp5"],
+            "eagle": [f"serial{d}" for d in range(1, 8)], "medusa": [f"mlp{d}" for d in range(1, 8)]}
+    chain = TREES["chain"]  # one node per level, 7 levels
+    for method, proposers in want.items():
+        run = generate(start(method, target, PROMPTS[1], DecodeConfig(max_new_tokens=4), chain, family[method]))
+        tree = run.records[1].tree
+        assert list(tree.proposer[1:]) == proposers, method
+        phases = [p.name for p in run.records[1].phases]
+        assert phases == {"gumiho": ["serial1", "serial2", "parallel"], "eagle": proposers,
+                          "medusa": ["parallel"]}[method]
+
+
+def test_a_method_refuses_another_members_heads(target, family):
+    with pytest.raises(GumihoError, match="eagle heads"):
+        start("gumiho", target, PROMPTS[0], tree=TreeConfig(), drafter=family["eagle"])
+    with pytest.raises(GumihoError, match="medusa"):
+        start("eagle", target, PROMPTS[0], drafter=family["medusa"])
+
+
+def test_the_old_name_serial_still_starts_gumiho_serial(target, drafter):
+    assert start("serial", target, PROMPTS[0], drafter=drafter).method == "gumiho-serial"
 
 
 def test_ar_decoder_matches_plain_greedy(target):
@@ -91,7 +125,7 @@ def test_eos_with_real_drafting(drafter):
     base.model.config.eos_token_id = eos
     target = Target(base.model, None, "tiny-eos")
     want = plain_greedy(base.model, prompt, 30, eos_ids={eos})
-    for method in ("gumiho", "serial"):
+    for method in ("gumiho", "gumiho-serial"):
         run = generate(start(method, target, prompt, DecodeConfig(max_new_tokens=30), drafter=drafter))
         assert list(run.token_ids) == want and run.stop_reason == "eos"
 
@@ -102,7 +136,7 @@ def test_context_limit_stops_like_plain_greedy():
     prompt = list(range(10, 20))
     want = plain_greedy(target.model, prompt, 100, max_len=24)
     assert len(prompt) + len(want) == 24
-    for method in ("gumiho", "serial", "ar"):
+    for method in ("gumiho", "gumiho-serial", "ar"):
         run = generate(start(method, target, prompt, DecodeConfig(max_new_tokens=100), TreeConfig(total_tokens=16),
                              drafter))
         assert list(run.token_ids) == want and run.stop_reason == "context", method

@@ -76,11 +76,11 @@ def test_the_report_is_the_summary_plus_text_target_and_settings(pair):
     target, drafter = pair
     tree = TreeConfig(top_k=3, total_tokens=8)
     decode = DecodeConfig(max_new_tokens=6, seed=2)
-    run = generate(start("serial", target, [5, 6, 7, 8], decode, tree, drafter))
+    run = generate(start("gumiho-serial", target, [5, 6, 7, 8], decode, tree, drafter))
     out = run.report("some text", "tiny-0", "explicit flags")
     assert list(out) == ["method", "token_ids", "steps", "new_tokens", "mean_accept_len", "wall_s", "tokens_per_s",
                          "stop_reason", "text", "target", "prompt_tokens", "tree", "tree_source", "decode"]
-    assert out["method"] == "serial" and out["token_ids"] == list(run.token_ids) and out["text"] == "some text"
+    assert out["method"] == "gumiho-serial" and out["token_ids"] == list(run.token_ids) and out["text"] == "some text"
     assert out["tree"] == tree.with_(mode="serial").to_dict() and out["tree_source"] == "explicit flags"
     assert out["decode"] == decode.to_dict() and out["prompt_tokens"] == 4 and out["target"] == "tiny-0"
     plain = generate(start("ar", target, [5, 6, 7, 8], decode)).report("t", "tiny-0", None)

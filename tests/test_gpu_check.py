@@ -56,7 +56,7 @@ def test_tiny_pair_on_a_cpu_writes_the_report(tmp_path):
             assert times["slowest_tenth"] / times["steps"] <= times["slowest_tenth_share"] <= 1  # k of n: >= k/n
             assert times["prefill_mean"] > 0 and 0 < times["stages_mean"] <= times["mean"]  # stages: parts of a step
             assert times["record_mean"] >= 0  # step()'s wall time holds its own count
-        for method in ("gumiho", "serial"):
+        for method in ("gumiho", "gumiho-serial"):
             row = part["methods"][method]
             assert row["runs"] == gpu_check.QUICK.prompts and 0 <= row["identical"] <= row["runs"]
             assert all(d["near_tie"] for d in row["divergences"]), row["divergences"]

@@ -1,6 +1,6 @@
 """Half precision: bf16 and fp16 targets and drafters, in every combination the loaders allow.
 
-At temperature 0, gumiho and serial must give the output of plain decoding in the same dtype.
+At temperature 0, gumiho and gumiho-serial must give the output of plain decoding in the same dtype.
 - fp32 target: the drafter's precision only changes what is proposed, never what the target computes to
   fp32 rounding, so the test is strict: token-identical to a separately written greedy loop.
 - bf16/fp16 target: a tree pass and a one-token pass round differently, so two runs may part where the
@@ -38,7 +38,7 @@ def load_pair(tiny_pair, monkeypatch, target_dtype: str, drafter_dtype: str):
     return target, load_drafter(str(draft_file), target)
 
 
-def assert_matches_plain(target, drafter, prompts, tree=TREE, methods=("gumiho", "serial")) -> int:
+def assert_matches_plain(target, drafter, prompts, tree=TREE, methods=("gumiho", "gumiho-serial")) -> int:
     """Each run equals plain decoding of the same dtype, or parts from it at a rounding near-tie.
 
     Returns how many runs were token-identical.
@@ -74,7 +74,7 @@ def test_fp32_target_is_exact_whatever_the_drafter(tiny_pair, monkeypatch, draft
     target, drafter = load_pair(tiny_pair, monkeypatch, "float32", drafter_dtype)
     for prompt in PROMPTS:
         want = plain_greedy(target.model, prompt, NEW_TOKENS)
-        for method in ("gumiho", "serial"):
+        for method in ("gumiho", "gumiho-serial"):
             run = generate(start(method, target, prompt, DecodeConfig(max_new_tokens=NEW_TOKENS), TREE, drafter))
             assert list(run.token_ids) == want, (method, prompt)
 

@@ -67,3 +67,35 @@ def test_both_rollouts_agree_on_step_one_and_disagree_after(drafted):
     forced, as_drafted = (training_logprobs(drafter, features, tokens, tree, n) for n in ROLLOUTS)
     assert forced[0] == pytest.approx(as_drafted[0], abs=1e-6)
     assert all(abs(a - b) > 1e-4 for a, b in zip(forced[1:], as_drafted[1:])), (forced, as_drafted)
+
+
+def _member_parity(architecture: str, method_mode: str):
+    """The one-path tree a family member drafts, and its training forward's log-probs of those tokens."""
+    target = tiny_target(seed=5, vocab=61, hidden=48, heads=4, kv_heads=2)
+    drafter = random_drafter(target, seed=6, std=0.08, architecture=architecture)
+    with torch.no_grad():
+        for w in [*drafter.parameters(), drafter.shared.lm_head]:
+            w.copy_(w.half().float())
+    g = torch.Generator().manual_seed(7)
+    features, tokens = torch.randn(CONTEXT, 48, generator=g), torch.randint(0, 61, (CONTEXT + 1,), generator=g)
+    ctx = DraftContext(drafter)
+    ctx.ingest(features, tokens[1:])
+    tree, _ = build_tree(ctx, int(tokens[-1]), ONE_PATH.with_(mode=method_mode))
+    drafted = torch.tensor(tree.tokens[1:])
+    later = torch.randn(len(drafted) + 1, 48, generator=torch.Generator().manual_seed(8))
+    seq = Sequence(torch.cat([features, later]), torch.cat([tokens, drafted]), torch.ones(len(tokens) + 7, dtype=torch.bool))
+    with torch.no_grad():
+        r = rollout(AS_DRAFTED, drafter, collate([seq]))
+        outs = [r.serial[d][0, CONTEXT - 1] for d in range(len(r.serial))]
+        if drafter.cfg.mlp_heads:
+            outs += list(drafter.heads(r.heads_in[0, CONTEXT - 1]))
+        logp = torch.log_softmax(drafter.logits(torch.stack(outs)).float(), -1)  # [7, V]
+    return logp[torch.arange(7), drafted].tolist(), list(tree.logprob[1:])
+
+
+@pytest.mark.parametrize("architecture,mode", [("eagle", "serial"), ("medusa", "hybrid")])
+def test_every_member_trains_on_what_it_drafts(architecture, mode):
+    """EAGLE style: each of the 7 serial steps reads the stack's own previous output, as drafting at every depth does;
+    Medusa style: each head reads the target's last feature, as drafting does."""
+    got, want = _member_parity(architecture, mode)
+    assert got == pytest.approx(want, abs=1e-5), (architecture, got, want)

@@ -36,7 +36,7 @@ class _Cache:
 class TableDrafter:
     """Features are one-hot tokens; a feature's logits are the log of its token's table row."""
 
-    cfg = SimpleNamespace(serial_steps=2, mlp_heads=1)
+    cfg = SimpleNamespace(serial_steps=2, mlp_heads=1, heads_read="serial")
 
     def new_cache(self):
         return _Cache()

@@ -4,7 +4,12 @@ import dataclasses
 
 from gumiho_core import (
     AR,
+    EAGLE,
     GUMIHO,
+    GUMIHO_SERIAL,
+    HYBRID,
+    MEDUSA,
+    REGISTRY,
     MAX_DEPTH,
     METHODS,
     PARALLEL,
@@ -22,7 +27,10 @@ from tiny import random_drafter, tiny_target
 
 
 def test_methods_modes_and_tree_fields():
-    assert METHODS == (GUMIHO, SERIAL, AR) and TREE_MODES == (GUMIHO, SERIAL)
+    assert METHODS == (GUMIHO, EAGLE, MEDUSA, GUMIHO_SERIAL, AR) and TREE_MODES == (HYBRID, SERIAL)
+    assert [REGISTRY[m].mode for m in METHODS] == [HYBRID, SERIAL, HYBRID, SERIAL, None]
+    assert [REGISTRY[m].drafter for m in METHODS] == ["gumiho", "eagle", "medusa", "gumiho", None]
+    assert all("EAGLE" not in REGISTRY[m].label + REGISTRY[m].about for m in METHODS if m != EAGLE)
     assert TREE_FIELDS == ("top_k", "mlp_topk", "pruning", "total_tokens", "depth")
     assert set(TREE_FIELDS) | {"mode", "pool"} == {f.name for f in dataclasses.fields(TreeConfig)}
     assert STEP_KINDS == ("prefill", "speculative", "autoregressive")
@@ -39,8 +47,8 @@ def test_the_depths_come_from_the_drafters_shape():
 def test_each_node_is_labelled_with_the_phase_that_drafted_it():
     target = tiny_target(seed=0, scale=6.0)
     drafter = random_drafter(target, seed=1)
-    for mode in TREE_MODES:
-        run = generate(start(mode, target, [5, 6, 7], DecodeConfig(max_new_tokens=12), TreeConfig(total_tokens=24),
+    for method, mode in ((GUMIHO, HYBRID), (GUMIHO_SERIAL, SERIAL)):
+        run = generate(start(method, target, [5, 6, 7], DecodeConfig(max_new_tokens=12), TreeConfig(total_tokens=24),
                              drafter))
         for rec in run.records[1:]:
             names = [p.name for p in rec.phases]
@@ -49,7 +57,7 @@ def test_each_node_is_labelled_with_the_phase_that_drafted_it():
                 serial = mode == SERIAL or rec.tree.depth[node] <= drafter.cfg.serial_steps
                 want = f"serial{rec.tree.depth[node]}" if serial else PARALLEL
                 assert rec.tree.phase[node] == want and rec.tree.proposer[node].startswith(("serial", "mlp"))
-        assert (PARALLEL in names) == (mode == GUMIHO)
+        assert (PARALLEL in names) == (mode == HYBRID)
 
 
 def test_acceptance_counts_steps_as_the_run_does():

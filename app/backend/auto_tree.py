@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from gumiho_core import (REMEASURE_GAP, TREE_MODES, GumihoError, TreeChoice, TreeConfig, cached_tree_choice,
+from gumiho_core import (REMEASURE_GAP, TREE_MODES, GumihoError, method as method_info, TreeChoice, TreeConfig, cached_tree_choice,
                          choose_tree, mark_stale, prediction_gap)
 
 from ..messages import report
@@ -99,7 +99,7 @@ class AutoTree:
         for the run, or None."""
         tree = run.settings.tree
         choice = self.choices.get(tree.mode) if tree is not None and run.settings.preset in MEASURED else None
-        if choice is None or self.policy != "measure" or run.settings.method not in TREE_MODES:
+        if choice is None or self.policy != "measure" or method_info(run.settings.method).mode is None:
             return None
         plain = [b - a for (_, a), (_, b) in zip(run.baseline, run.baseline[1:])]  # the prefill is the first
         gap = prediction_gap(choice, tree, [r.seconds for r in run.records if r.tree is not None], plain)
@@ -126,7 +126,7 @@ class AutoTree:
 
     def pick(self, method: str, models_ready: bool, preset: str = AUTO) -> AutoPick:
         """What `preset` ("auto" or "fastest") means for `method` right now: the measured tree, or the fallback."""
-        mode = method if method in TREE_MODES else TREE_MODES[0]
+        mode = method_info(method).mode or TREE_MODES[0]
         choice = self.choices.get(mode)
         if choice is not None:
             if preset == FASTEST:

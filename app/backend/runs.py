@@ -4,7 +4,7 @@ prompt and the other drafting methods interleaved with it; and the whole runs of
 the API."""
 from __future__ import annotations
 
-from gumiho_core import (AR, FULL_PRECISION, HALF_PRECISION, TREE_MODES, GumihoError, decode_tokens, encode_prompt,
+from gumiho_core import (AR, FULL_PRECISION, GUMIHO, GUMIHO_SERIAL, HALF_PRECISION, GumihoError, decode_tokens, encode_prompt,
                          generate, start, token_pieces)
 
 from ..state import Run, Settings
@@ -52,7 +52,7 @@ def _rivals(loaded: Loaded, settings: Settings, ids: list[int]) -> dict:
     if loaded.drafter is None or settings.tree is None:
         return {}
     return {m: start(m, loaded.target, ids, settings.decode, settings.tree, loaded.drafter)
-            for m in TREE_MODES if m != settings.method}
+            for m in (GUMIHO, GUMIHO_SERIAL) if m != settings.method}
 
 
 def _verify_ratios(backend: Backend) -> dict[int, float]:

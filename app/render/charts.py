@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from gumiho_core import AR, GUMIHO, MAX_DEPTH, SERIAL, Acceptance
+from gumiho_core import AR, GUMIHO, GUMIHO_SERIAL, MAX_DEPTH, Acceptance
 
 from ..state import Run
 from .figure import new_figure
@@ -14,7 +14,7 @@ from .text_view import token_origins
 from .tree_view import legend_items
 
 PLAIN_COLOUR = "#7a7a7a"
-METHOD_COLOUR = {GUMIHO: "#D55E00", SERIAL: "#0072B2", AR: PLAIN_COLOUR}
+METHOD_COLOUR = {GUMIHO: "#D55E00", GUMIHO_SERIAL: "#0072B2", AR: PLAIN_COLOUR}
 HEIGHT = 300  # pixels, each of the four run charts
 
 

@@ -15,7 +15,7 @@ from .figure import new_figure
 from .lanes import Lane, lanes
 from .phases import PLAIN_STEP, PREFILL_PART, VERIFY, part_look, part_order
 
-LANE_NAMES = {"gumiho": "gumiho", "serial": "serial", AR: "plain"}
+LANE_NAMES = {"gumiho": "gumiho", "gumiho-serial": "gumiho-serial", AR: "plain"}
 HEIGHT = 350  # pixels
 LANE_HALF = 0.36  # half a lane's bar height, in lane units
 CSS = """

@@ -7,9 +7,9 @@ the best tree differs by device. Three measurements, taken once per (device, tar
   3. acceptance: real decoding of a few calibration prompts with a large tree (candidates.py reads what
      every smaller tree would have accepted off the target's verdicts).
 
-The rule: auto is the fastest tree that drafts deeper than the drafter's serial steps, so that in gumiho
-mode the MLP heads always take part (Gumiho's hybrid is the method; a depth-1 tree is a plain one-level
-draft). The fastest tree of any depth is kept beside it (`fastest`), with its predicted tokens/s, so the
+The rule: in hybrid mode auto is the fastest tree that drafts deeper than the drafter's serial steps, so
+that the MLP heads always take part (Gumiho's hybrid is the method; a depth-1 tree is a plain one-level
+draft); in serial mode it is the fastest tree. The fastest tree of any depth is kept beside it (`fastest`), with its predicted tokens/s, so the
 price of the rule is always stated. The measurement is cached; a run whose measured step costs are more
 than REMEASURE_GAP off the prediction marks it stale (mark_stale), and the next auto request measures again.
 """
@@ -22,7 +22,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..config import GUMIHO, DecodeConfig, DrafterConfig, TreeConfig
+from ..config import HYBRID, DecodeConfig, DrafterConfig, TreeConfig
 from ..cpu_kernels import half_weights_available, one_row_stock
 from ..drafter import GumihoDrafter
 from ..engine import SpeculativeDecoder, generate
@@ -35,8 +35,8 @@ from .candidates import ALL, ranked
 from .costs import BEAM, NODES_GRID, TOP_K_GRID, measure
 
 log = logging.getLogger(__name__)
-VERSION = 5  # 3: the MLP rule, both pools, interleaved robust timings; 4: deep_share kept for every mode;
-# 5: drafting skips what cannot make the tree (its costs changed), one-row matmuls on the faster kernel
+VERSION = 6  # bumped whenever what a measurement means changes (6: the drafter family; serial mode's auto is its
+# fastest tree)
 REMEASURE_GAP = 0.25  # a run's step cost this far (relative) from the prediction makes the measurement stale
 MIN_STEPS_TO_JUDGE = 8  # fewer decoding steps say too little about a step's cost to doubt a measurement
 # pool "all" drafts a superset of Gumiho's own pool: both pools' candidates can be read off it
@@ -51,7 +51,7 @@ CALIBRATION_PROMPTS = (
 
 
 def _shape(tree: TreeConfig) -> str:
-    pool = f", pool {tree.pool}" if tree.mode == GUMIHO else ""
+    pool = f", pool {tree.pool}" if tree.mode == HYBRID else ""
     return f"{tree.total_tokens} nodes, top_k {tree.top_k}, depth {tree.depth}{pool}"
 
 
@@ -101,12 +101,12 @@ class TreeChoice:
 
     def _rule_note(self) -> str:
         t, s = self.tree, self.serial_steps
+        if t.mode != HYBRID or not s:
+            return "It is the fastest tree measured here."
         if t.depth > s:
-            who = "the MLP heads" if t.mode == GUMIHO else "the serial head's later steps"
-            return (f"It is the fastest tree measured here that drafts deeper than the {s} serial steps: {who} "
-                    f"reached into {100 * self.deep_share:.0f}% of its calibration trees.")
-        return ("It stops at the serial steps: this drafter has no deeper level to draft." if t.mode == GUMIHO
-                else "It is the fastest tree measured here.")
+            return (f"It is the fastest tree measured here that drafts deeper than the {s} serial steps: the MLP "
+                    f"heads reached into {100 * self.deep_share:.0f}% of its calibration trees.")
+        return "It stops at the serial steps: this drafter has no deeper level to draft."
 
     def _fastest_note(self) -> str:
         if not self.fastest:
@@ -149,7 +149,7 @@ def best_choice(steps, mode: str, serial_steps: int, costs) -> TreeChoice:
 
 # -- the cache ---------------------------------------------------------------------------------
 def _fingerprint(target: Target, drafter: GumihoDrafter, mode: str) -> str:
-    w = drafter.fc.weight.detach().float().flatten()[:4096].cpu().numpy().tobytes()
+    w = drafter.weight.detach().float().flatten()[:4096].cpu().numpy().tobytes()
     raw = json.dumps([VERSION, device_name(target.device), target.name, str(target.dtype), mode,
                       hashlib.sha1(w).hexdigest(), drafter.draft_vocab_size,
                       target.packed_linears > 0, one_row_stock(), half_weights_available()])  # what drafting costs
@@ -168,7 +168,7 @@ def _read(path: Path) -> dict | None:
         return None
 
 
-def cached_tree_choice(target: Target, drafter: GumihoDrafter, mode: str = GUMIHO) -> TreeChoice | None:
+def cached_tree_choice(target: Target, drafter: GumihoDrafter, mode: str = HYBRID) -> TreeChoice | None:
     """The choice measured earlier for this device, target, drafter and mode, or None (none, or marked stale)."""
     data = _read(_cache_path(target, drafter, mode))
     if data is None or data.get("stale"):
@@ -195,7 +195,7 @@ def prediction_gap(choice: TreeChoice, tree: TreeConfig, step_seconds, plain_sec
     return step_s / predicted - 1
 
 
-def mark_stale(target: Target, drafter: GumihoDrafter, mode: str = GUMIHO) -> None:
+def mark_stale(target: Target, drafter: GumihoDrafter, mode: str = HYBRID) -> None:
     """Keep the measurement on disk but stop trusting it: the next auto request measures again."""
     path = _cache_path(target, drafter, mode)
     data = _read(path)
@@ -218,7 +218,7 @@ def _calibrate(target: Target, drafter: GumihoDrafter, mode: str, prompts: list[
     return steps, statistics.median(commit or [0.0])
 
 
-def choose_tree(target: Target, drafter: GumihoDrafter, mode: str = GUMIHO, prompts: list[list[int]] | None = None,
+def choose_tree(target: Target, drafter: GumihoDrafter, mode: str = HYBRID, prompts: list[list[int]] | None = None,
                 refresh: bool = False, progress=None, max_new_tokens: int = 32, lock=None) -> TreeChoice:
     """Measure (or read from the cache) and return the auto tree for this device. progress(frac, text); `lock`
     (a shared step lock) is held for each timed call and each calibration step, never longer."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..config import GUMIHO, POOLS, SERIAL, DrafterConfig, TreeConfig
+from ..config import HYBRID, POOLS, SERIAL, DrafterConfig, TreeConfig
 from ..tree import DraftTree
 from .costs import BEAM, NODES_GRID, Costs
 
@@ -39,7 +39,7 @@ def candidate_order(tree: DraftTree, mode: str, top_k: int, depth: int,
     """
     rank = _sibling_rank(tree)
     serial_levels = depth if mode == SERIAL else serial_steps
-    kept_only = mode == GUMIHO and pool == KEPT
+    kept_only = mode == HYBRID and pool == KEPT
     valid = {0}
     for d in range(1, depth + 1):
         prev = [i for i in valid if tree.depth[i] == d - 1]
@@ -90,7 +90,7 @@ def candidates(steps, mode: str, serial_steps: int, costs: Costs) -> list[Candid
     """Every measured (top_k, depth) with every node count (and, for Gumiho, both pools), best first.
     `steps`: (tree, target_token) pairs."""
     out = []
-    for pool in POOLS if mode == GUMIHO else (KEPT,):
+    for pool in POOLS if mode == HYBRID else (KEPT,):
         for k, depth in costs.draft_s:
             orders = [candidate_order(t, mode, k, depth, serial_steps, pool) for t, _ in steps]
             for n in NODES_GRID:
@@ -105,11 +105,13 @@ def candidates(steps, mode: str, serial_steps: int, costs: Costs) -> list[Candid
 
 
 def ranked(steps, mode: str, serial_steps: int, costs: Costs) -> tuple[Candidate, Candidate | None, list[Candidate]]:
-    """(auto, fastest, runners-up). auto: the fastest candidate that drafts deeper than the serial steps (in gumiho
-    mode: the MLP heads take part) in at least DEEP_SHARE of the calibration steps, else the fastest whose depth
-    allows it, else the fastest of all; fastest: the fastest of any depth, None when that is auto itself;
-    runners-up: the next five of auto's kind."""
+    """(auto, fastest, runners-up). auto, in hybrid mode: the fastest candidate that drafts deeper than the serial
+    steps (the MLP heads take part) in at least DEEP_SHARE of the calibration steps, else the fastest whose depth
+    allows it, else the fastest of all; in serial mode the fastest of all. fastest: the fastest of any depth, None
+    when that is auto itself; runners-up: the next five of auto's kind."""
     every = candidates(steps, mode, serial_steps, costs)
+    if mode == SERIAL:
+        return every[0], None, every[1:6]
     allowed = [c for c in every if c.depth > serial_steps]
     deep = [c for c in allowed if c.deep_share >= DEEP_SHARE] or allowed or every
     auto = deep[0]

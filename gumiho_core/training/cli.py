@@ -24,6 +24,7 @@ import logging
 import sys
 
 from ..cli import model_args, quiet_transformers
+from ..config import ARCHITECTURES
 from ..errors import GumihoError
 from .allocator import describe
 from .checkpoint import Stopped
@@ -69,6 +70,10 @@ def data_args(p: argparse.ArgumentParser) -> None:
 
 def train_args(p: argparse.ArgumentParser) -> None:
     t = p.add_argument_group("train")
+    t.add_argument("--architecture", default=TrainDefaults.architecture, choices=sorted(ARCHITECTURES),
+                   help="the drafter family's member to train: gumiho (2-layer transformer for 2 steps + 5 MLP heads), "
+                        "eagle (EAGLE-2 style: 1 layer at every depth), medusa (Medusa style: 7 heads on the "
+                        "target's last feature)")
     t.add_argument("--epochs", type=int, default=TrainDefaults.epochs)
     t.add_argument("--steps", type=int, default=TrainDefaults.steps,
                    help="optimizer steps in all, fixed in advance (the rate schedule's length; epochs then do not "
@@ -96,7 +101,7 @@ def train_args(p: argparse.ArgumentParser) -> None:
                         "is several times slower on an AVX2 CPU, and slower on an Intel Xeon with AVX512-BF16 but no "
                         "AMX)")
     t.add_argument("--objective", default=TrainDefaults.objective, choices=sorted(OBJECTIVES),
-                   help="paper: GUMIHO.md's weights (CE 0.1, the MLP heads' CE from epoch 2); distill: the target's "
+                   help="paper: the paper's weights (CE 0.1, the MLP heads' CE from epoch 2); distill: the target's "
                         "distribution weighted as much as its features, for every head from the start")
     t.add_argument("--rollout", default=TrainDefaults.rollout, choices=ROLLOUTS,
                    help="teacher-forced: serial step 2 and the MLP heads read outputs computed from the target's "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from .stepcurve import MODES, by_method
+
 HEADS = ["serial"] + [f"mlp{m}" for m in range(1, 6)]
 TAU_GOAL = 3.5
 FARTHEST = 1000  # an extrapolation past this many times the data trained on predicts nothing worth showing
@@ -23,7 +25,7 @@ def scaling_point(fraction: float, data: dict, history: list, report: dict) -> d
             "epochs": last["epoch"], "steps": last["step"],
             "val_top1": {h: round(last.get(f"val_{h}_top1", float("nan")), 4) for h in HEADS},
             "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),  # equal: not data-bound
-            **{m: report[m] for m in ("gumiho", "serial")}, "eval_prompts": report["prompts"],
+            **{m: by_method(report)[m] for m in MODES}, "eval_prompts": report["prompts"],
             "eval_tokens": report.get("max_new_tokens")}
 
 
@@ -53,8 +55,8 @@ def plot_scaling(points: list[dict], path: Path) -> Path:
     top = max(max(p["val_top1"].values()) for p in points)
     a.set_ylim(0, top * 1.3)  # room above the lines for the legend, which hid the serial head's last point
     a.set_title("held-out, per head"), a.legend(fontsize=7, ncol=3, loc="upper center")
-    for m in ("gumiho", "serial"):
-        b.plot(tokens, [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
+    for m in MODES:
+        b.plot(tokens, [by_method(p)[m]["mean_accept_len"] for p in points], marker="o", label=m)
     need = tokens_for_tau(points)
     if need and need > tokens[-1] and credible(need, tokens[-1]):
         b.plot([tokens[-1], need], [points[-1]["gumiho"]["mean_accept_len"], TAU_GOAL], "k--", lw=1,
@@ -85,11 +87,11 @@ def scaling_section(points: list | None) -> list[str]:
     """The card's section on the data curve (none without one)."""
     if not points:
         return []
-    need = tokens_for_tau(points)
+    need, points = tokens_for_tau(points), [by_method(p) for p in points]
     rows = [f"| {p['fraction']:g} | {p['answer_tokens']:,} | {p['epochs']:.1f} | {_loss(p.get('train_loss'))} | "
             f"{_loss(p.get('val_loss'))} | {p['val_top1']['serial']:.3f} | "
             f"{p['val_top1']['mlp1']:.3f} | {p['gumiho']['mean_accept_len']:.2f} | "
-            f"{p['serial']['mean_accept_len']:.2f} |" for p in points]
+            f"{p['gumiho-serial']['mean_accept_len']:.2f} |" for p in points]
     if need and not credible(need, max(p["answer_tokens"] for p in points)):
         guess = (f"Tau barely rises with data here: a straight line through tau against log(tokens) reaches "
                  f"{TAU_GOAL} only past a thousand times this data, so data is not what limits it at these steps.")
@@ -113,7 +115,7 @@ def scaling_section(points: list | None) -> list[str]:
         how = "The shares were trained for differing numbers of epochs and steps."
     return [HEADING, "", "![data scaling](scaling.png)", "", how, "",
             "| share of prompts | answer tokens | epochs | train loss | held-out loss | serial top-1 | mlp1 top-1 "
-            "| gumiho tau | serial tau |", "|---|---|---|---|---|---|---|---|---|", *rows, "",
+            "| gumiho tau | gumiho-serial tau |", "|---|---|---|---|---|---|---|---|---|", *rows, "",
             *_largest_against_smallest(points), guess, ""]
 
 
@@ -125,7 +127,8 @@ def _largest_against_smallest(points: list[dict]) -> list[str]:
     heads = ", ".join(f"{h} {hi['val_top1'][h] - lo['val_top1'][h]:+.3f}" for h in HEADS)
     loss = (f"held-out loss {hi['val_loss'] - lo['val_loss']:+.3f}; "
             if hi.get("val_loss") is not None and lo.get("val_loss") is not None else "")
-    taus = ", ".join(f"{m} {hi[m]['mean_accept_len'] - lo[m]['mean_accept_len']:+.2f}" for m in ("gumiho", "serial"))
+    hi, lo = by_method(hi), by_method(lo)
+    taus = ", ".join(f"{m} {hi[m]['mean_accept_len'] - lo[m]['mean_accept_len']:+.2f}" for m in MODES)
     return [f"{hi['answer_tokens'] / lo['answer_tokens']:.1f} times the answer tokens ({lo['fraction']:g} -> "
             f"{hi['fraction']:g} of the prompts): {loss}held-out top-1 {heads}; tau {taus}.", ""]
 

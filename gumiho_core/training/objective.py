@@ -1,4 +1,4 @@
-"""The Gumiho training objective (GUMIHO.md, "Training") over a rollout of the drafter (rollout.py).
+"""The training objective of every drafter of the family (docs/method.md, "Training") over a rollout (rollout.py).
 
 Serial step k's output at pair j regresses f_{j+k} and matches its token distribution; MLP head m regresses
 f_{j+s+1+m} (s = serial steps). Teacher-forced, step 1 alone covers every serial target.
@@ -26,7 +26,7 @@ TOPK_METRIC = 10  # also report whether the target's token is among the drafter'
 
 @dataclass(frozen=True)
 class LossWeights:
-    """Weights of the loss's parts; the defaults are the paper's (GUMIHO.md)."""
+    """Weights of the loss's parts; the defaults are the Gumiho paper's (docs/method.md, "Training")."""
 
     serial_l1: float = 1.0
     serial_ce: float = 0.1
@@ -107,7 +107,7 @@ class Metrics:
 
 def _predictions(drafter, r: Rollout, plan: LossPlan) -> dict[str, torch.Tensor]:
     """Each part's predicted features [N, H], gathered by the plan's indices (no mask, no host read)."""
-    H = r.serial[0].shape[-1]
+    H = r.heads_in.shape[-1] if not r.serial else r.serial[0].shape[-1]
     feats, n_heads = None, 1 + max(p.head for p in plan.parts) if plan.parts else 0
     if n_heads:
         rows = r.heads_in.reshape(-1, r.heads_in.shape[-1])[plan.head_rows]  # [R, s*H]

@@ -10,7 +10,8 @@ f_{j+1}, so its token is x_{j+2}. Both rollouts share step 1 (causal over the pa
   as drafting's depth-(k-1) node does, to the step-1 keys of pairs 0..j, to its own earlier steps at pair j
   and to itself; the MLP heads read concat(u_1 .. u_s), u_k = fc(emb(x_{j+k+1}), o_{k,j}), the drafter's
   own outputs. One batched pass per step: queries of every pair at once against the keys of all steps.
-Head m predicts f_{j+s+1+m} in both.
+Head m predicts f_{j+s+1+m} in both. A drafter without a serial stack (Medusa style, s = 0) has no rollout to
+speak of: its heads read the target's own feature f_j (noised as step 1's input is) and head m predicts f_{j+1+m}.
 """
 from __future__ import annotations
 
@@ -71,15 +72,31 @@ def _first_step(drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None
     return drafter.serial(x, positions, mask, cache), mask
 
 
+def _target_only(batch: Batch, noise: torch.Tensor | None) -> Rollout:
+    """Heads that read the target's feature f_j at pair j (no serial stack)."""
+    return Rollout((), batch.hidden[:, :-1] + (noise[:, :-1] if noise is not None else 0))  # [B, T-1, H]
+
+
+def _no_heads(batch: Batch, outs) -> Rollout:
+    B, T, H = batch.hidden.shape
+    return Rollout(tuple(outs), batch.hidden.new_zeros(B, 0, H))
+
+
 def teacher_forced(drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None = None) -> Rollout:
+    if not drafter.cfg.has_stack:
+        return _target_only(batch, noise)
     s, T = drafter.cfg.serial_steps, batch.hidden.shape[1]
     o, _ = _first_step(drafter, batch, noise)
+    if not drafter.cfg.mlp_heads:
+        return _no_heads(batch, (o,))
     u = drafter.fuse(batch.ids[:, 2:], o[:, :-1])  # u_j = fc(emb(x_{j+2}), o_j)  [B, T-2, H]
     L = max(0, T - 1 - s)
     return Rollout((o,), torch.cat([u[:, k:k + L] for k in range(s)], dim=-1))
 
 
 def as_drafted(drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None = None) -> Rollout:
+    if not drafter.cfg.has_stack:
+        return _target_only(batch, noise)
     s, (B, T) = drafter.cfg.serial_steps, batch.ids.shape
     keys = StepKeys(drafter.cfg.num_layers)
     o, first_mask = _first_step(drafter, batch, noise, keys)
@@ -91,6 +108,8 @@ def as_drafted(drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None 
         fused.append(drafter.fuse(ids[:, k:k + T - 1], outs[-1]))  # fc(emb(x_{j+k}), o_{k-1,j})  [B, T-1, H]
         mask = torch.cat([first_mask] + [diagonal] * (k - 1), dim=-1)  # [B, 1, T-1, k(T-1)]
         outs.append(drafter.serial(fused[-1], positions + k - 1, mask, keys))
+    if not drafter.cfg.mlp_heads:
+        return _no_heads(batch, outs)
     fused.append(drafter.fuse(ids[:, s + 1:s + T], outs[-1]))  # u_s = fc(emb(x_{j+s+1}), o_{s,j})
     L = max(0, T - 1 - s)
     return Rollout(tuple(outs), torch.cat(fused, dim=-1)[:, :L])
@@ -101,7 +120,7 @@ ROLLOUT_FNS = {TEACHER_FORCED: teacher_forced, AS_DRAFTED: as_drafted}
 
 def serial_outputs(name: str, serial_steps: int) -> int:
     """How many serial steps' outputs a rollout makes (Rollout.serial): teacher-forced runs step 1 alone."""
-    return serial_steps if name == AS_DRAFTED else 1
+    return serial_steps if name == AS_DRAFTED else min(1, serial_steps)
 
 
 def rollout(name: str, drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None = None) -> Rollout:

@@ -15,6 +15,7 @@ from ..config import DecodeConfig, TreeConfig
 from ..engine import generate, start
 from ..errors import GumihoError
 from ..jsonl import read_jsonl
+from ..methods import methods_of
 from ..models import DEFAULT_DRAFTER, load_drafter
 from ..text import encode_prompt
 from . import card, datacurve, stepcurve
@@ -66,7 +67,7 @@ def train_micro_tokens(args) -> int:
 
 def train_run(args, target, run: str, fraction: float | None = None) -> Trainer:
     keep = steps_list(args.keep_steps)
-    cfg = TrainConfig(epochs=args.epochs, steps=args.steps, lr=args.lr, tokens_per_step=args.tokens_per_step,
+    cfg = TrainConfig(architecture=args.architecture, epochs=args.epochs, steps=args.steps, lr=args.lr, tokens_per_step=args.tokens_per_step,
                       micro_tokens=train_micro_tokens(args),
                       draft_vocab=args.draft_vocab, seed=args.seed, precision=train_precision(args),
                       objective=args.objective, rollout=args.rollout, checkpoint_minutes=args.checkpoint_minutes,
@@ -93,9 +94,10 @@ def cmd_train(args, models) -> None:
 
 
 def evaluate_heads(target, drafter, prompts: list[dict], max_new_tokens: int) -> dict:
-    """Acceptance at temperature 0 with the authors' tree, for gumiho and serial drafting."""
+    """Acceptance at temperature 0 with the authors' tree, for every method that drafts with these heads
+    (Gumiho's heads: gumiho and gumiho-serial)."""
     report = {"prompts": len(prompts), "max_new_tokens": max_new_tokens, "tree": TreeConfig().to_dict()}
-    for method in ("gumiho", "serial"):
+    for method in methods_of(drafter.cfg):
         acc, calibration = Acceptance(), Calibration()
         for row in tqdm(prompts, desc=f"evaluate {method}", unit="prompt"):
             ids = encode_prompt(target.tokenizer, row["prompt"])

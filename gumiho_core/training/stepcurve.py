@@ -4,15 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..methods import METHODS
+
 STEPS = "steps.json"  # in a run folder: the step curve
 CONTINUED = "## Going on from these heads"  # the card's section on a later run that started from them
 TOP1_KEYS = ["val_serial_top1", "val_serial2_top1"] + [f"val_mlp{m}_top1" for m in range(1, 6)]  # history's
+MODES = ("gumiho", "gumiho-serial")  # the two methods Gumiho's heads draft with
+
+
+def by_method(report: dict) -> dict:
+    """A report or point with the methods under today's names (gumiho-serial was "serial" in older files)."""
+    return {("gumiho-serial" if k == "serial" else k): v for k, v in report.items()}
 
 
 def step_point(step: int, report: dict) -> dict:
     """One point of the step curve: the heads after `step` optimizer steps, decoded on held-out prompts."""
+    report = by_method(report)
+    methods = [m for m in METHODS if m in report]
     return {"step": step, "prompts": report["prompts"], "max_new_tokens": report["max_new_tokens"],
-            **{m: {k: report[m][k] for k in ("mean_accept_len", "per_depth")} for m in ("gumiho", "serial")}}
+            **{m: {k: report[m][k] for k in ("mean_accept_len", "per_depth")} for m in methods}}
 
 
 def continued_section(run: str, cfg: dict, points: list[dict], history: list[dict]) -> list[str]:
@@ -33,15 +43,18 @@ def continued_section(run: str, cfg: dict, points: list[dict], history: list[dic
 
 def table(points: list[dict]) -> list[str]:
     """The card's table of a step curve: each point's tau and depth-2 acceptance for both modes."""
-    return ["| step | gumiho tau | serial tau | gumiho depth 2 | serial depth 2 |", "|---|---|---|---|---|",
-            *(f"| {p['step']:,} | {p['gumiho']['mean_accept_len']:.2f} | {p['serial']['mean_accept_len']:.2f} | "
-              f"{rate(p['gumiho'], 2)} | {rate(p['serial'], 2)} |" for p in points)]
+    points = [by_method(p) for p in points]
+    g, s = MODES
+    return [f"| step | {g} tau | {s} tau | {g} depth 2 | {s} depth 2 |", "|---|---|---|---|---|",
+            *(f"| {p['step']:,} | {p[g]['mean_accept_len']:.2f} | {p[s]['mean_accept_len']:.2f} | "
+              f"{rate(p[g], 2)} | {rate(p[s], 2)} |" for p in points)]
 
 
 def spread(points: list[dict]) -> str:
     """One line on the curve: where each mode's tau ranged, and the step(s) of the highest gumiho tau (ties within
     half a hundredth named too, so a plateau reads as one)."""
-    taus = {m: [p[m]["mean_accept_len"] for p in points] for m in ("gumiho", "serial")}
+    points = [by_method(p) for p in points]
+    taus = {m: [p[m]["mean_accept_len"] for p in points] for m in MODES}
     top = max(taus["gumiho"])
     at = [f"{p['step']:,}" for p in points if top - p["gumiho"]["mean_accept_len"] < 0.005]
     span = "; ".join(f"{m} tau {min(t):.2f}-{max(t):.2f}" for m, t in taus.items())
@@ -68,7 +81,8 @@ def plot_steps(points: list[dict], history: list[dict], path: Path) -> Path:
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     plot_top1(a, [h["step"] for h in history], history)
     a.set_xlabel("optimizer step"), a.set_title("held-out conversations, at each epoch's end")
-    for m in ("gumiho", "serial"):
+    points = [by_method(p) for p in points]
+    for m in MODES:
         b.plot([p["step"] for p in points], [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
     b.set_xlabel("optimizer step"), b.set_ylabel("tokens per target pass")
     b.set_title("held-out prompts, authors' 64-node tree, T=0"), b.legend(fontsize=7)

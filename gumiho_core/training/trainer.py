@@ -13,6 +13,7 @@ import torch
 from tqdm import tqdm
 
 from .data import Sequence, choose_draft_vocab, keep_share, split
+from ..config import ARCHITECTURES
 from ..drafter import DrafterConfig, GumihoDrafter, SharedWeights, check_draft_vocab, load_state, save_drafter
 from ..errors import GumihoError
 from .checkpoint import EpochProgress, load_checkpoint, random_state, restore_random_state, save_checkpoint
@@ -29,6 +30,7 @@ LOSS_SHOWN_EVERY = 10  # optimizer steps between the progress bar's loss reading
 
 @dataclass(frozen=True)
 class TrainConfig:
+    architecture: str = "gumiho"  # the family member to train (config.ARCHITECTURES)
     epochs: int = 3  # over ~1.5M answer tokens (the shipped heads v4); small data needs more
     steps: int = 0  # optimizer steps in all, fixed in advance (the rate schedule's length); 0 = `epochs` decide
     lr: float = 1.5e-3  # the paper's 2e-4 is for 32-sequence steps over 68k conversations; we take small steps
@@ -70,6 +72,8 @@ class TrainConfig:
             raise GumihoError(f"objective must be one of {', '.join(OBJECTIVES)}; got {self.objective!r}")
         if self.rollout not in ROLLOUTS:
             raise GumihoError(f"rollout must be one of {', '.join(ROLLOUTS)}; got {self.rollout!r}")
+        if self.architecture not in ARCHITECTURES:
+            raise GumihoError(f"architecture must be one of {', '.join(ARCHITECTURES)}; got {self.architecture!r}")
         if self.precision not in ("bf16", "fp32"):
             raise GumihoError(f"precision must be bf16 or fp32; got {self.precision!r}")
         if not 0 <= self.holdout < 1:
@@ -90,7 +94,7 @@ def new_drafter(target: Target, vocab_map: torch.Tensor | None, cfg: TrainConfig
     if cfg.precision == "bf16":  # the frozen lm_head in bf16 once, instead of autocast casting it at every call
         lm_head = lm_head.to(torch.bfloat16)
     shared = SharedWeights(shared.embed, lm_head, vocab_map)
-    drafter = GumihoDrafter(DrafterConfig.from_target(target.config), shared, origin="training")
+    drafter = GumihoDrafter(DrafterConfig.from_target(target.config, cfg.architecture), shared, origin="training")
     with torch.no_grad():
         for layer in drafter.layers:
             for p in layer.parameters():
