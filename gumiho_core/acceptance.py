@@ -9,6 +9,30 @@ from .config import MAX_DEPTH
 from .records import RunResult, StepRecord
 
 
+def expected_length(rates) -> float:
+    """Expected accepted draft tokens per step from per-depth acceptance rates p_1..p_D (the bonus token not
+    counted): sum over d of p_1 * ... * p_d. docs/method.md, "Why early tokens matter"."""
+    total, reach = 0.0, 1.0
+    for p in rates:
+        reach *= p
+        total += reach
+    return total
+
+
+def length_gains(rates) -> list[float]:
+    """d expected_length / d p_j for each depth j: sum over i >= j of the product of p_1..p_i without p_j. An early
+    depth sits in more of the products, so the same gain in acceptance is worth more there."""
+    gains = []
+    for j in range(len(rates)):
+        before = math.prod(rates[:j])  # p_1 .. p_{j-1}
+        after, reach = 1.0, 0.0
+        for p in rates[j + 1:]:
+            reach += after
+            after *= p
+        gains.append(before * (reach + after))
+    return gains
+
+
 @dataclass
 class Acceptance:
     """Accumulates over steps and runs. Depth d's rate: P(the accepted path reaches depth d | it reached d - 1).

@@ -119,8 +119,9 @@ ARCHITECTURES = {
     "gumiho": dict(num_layers=2, serial_steps=2, mlp_heads=5, heads_read="serial"),
     # EAGLE-2 style: ONE transformer layer, run at every depth (their published configs: num_hidden_layers 1).
     "eagle": dict(num_layers=1, serial_steps=MAX_DEPTH, mlp_heads=0, heads_read="serial"),
-    # Medusa style: no serial stack; one head per depth, each reading the target's last feature.
-    "medusa": dict(num_layers=0, serial_steps=0, mlp_heads=MAX_DEPTH, heads_read="target"),
+    # Medusa style (Medusa-1): no serial stack; one head per depth, each ONE residual SiLU block on the target's
+    # last feature, then the shared lm_head.
+    "medusa": dict(num_layers=0, serial_steps=0, mlp_heads=MAX_DEPTH, res_blocks=0, heads_read="target"),
 }
 
 

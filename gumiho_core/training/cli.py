@@ -1,11 +1,11 @@
-"""Train Gumiho heads for a target: make-prompts -> generate-data -> extract-features -> train -> evaluate.
+"""Train drafters for a target: make-prompts -> generate-data -> extract-features -> train -> evaluate.
 
     python -m gumiho_core.train all                  # generate-data, extract-features, train, evaluate
     python -m gumiho_core.train make-prompts         # more training prompts (templates, the target's own)
     python -m gumiho_core.train generate-data        # the target answers the training prompts (resumable)
     python -m gumiho_core.train extract-features     # remake features for a corpus brought from elsewhere
-    python -m gumiho_core.train train                # the Gumiho objective, resumable
-    python -m gumiho_core.train evaluate             # acceptance on held-out prompts (gumiho and serial)
+    python -m gumiho_core.train train                # one drafter (--architecture gumiho|eagle|medusa), resumable
+    python -m gumiho_core.train evaluate             # acceptance on held-out prompts, every method of the heads
     python -m gumiho_core.train steps                # the step curve: the heads kept along a run, evaluated
     python -m gumiho_core.train scaling              # train and evaluate on 1/8 .. all of the data
     python -m gumiho_core.train ship                 # copy the heads to assets/ with a model card
@@ -13,6 +13,9 @@
     python -m gumiho_core.train ship-steps --run R   # a later run's step curve into that card, where R went on
                                                      # from the shipped heads and did not replace them
     python -m gumiho_core.train export --out DIR     # the heads in the authors' layout (their code, vLLM)
+    python -m gumiho_core.train tune --steps N       # each member's learning rate, chosen on the validation split
+    python -m gumiho_core.train family --steps N     # the comparison drafters, trained alike (runs <run>-<member>)
+    python -m gumiho_core.train family-steps         # their step curves at the same steps, one plot
 
 The corpus (the answers as token ids) lives in data/ for the default target; features and checkpoints
 under --workdir (default ~/.cache/gumiho/train/<target>). The defaults reproduce the shipped heads.
@@ -29,6 +32,7 @@ from ..errors import GumihoError
 from .allocator import describe
 from .checkpoint import Stopped
 from .data_commands import cmd_extract_features, cmd_generate_data, cmd_make_prompts
+from .family import cmd_family, cmd_family_steps, cmd_tune
 from .distill import DistillConfig as DistillDefaults
 from .objective import OBJECTIVES
 from .rollout import ROLLOUTS
@@ -41,7 +45,8 @@ log = logging.getLogger(__name__)
 COMMANDS = {"make-prompts": cmd_make_prompts, "generate-data": cmd_generate_data,
             "extract-features": cmd_extract_features, "train": cmd_train, "evaluate": cmd_evaluate,
             "steps": cmd_steps, "scaling": cmd_scaling, "ship": cmd_ship,
-            "ship-scaling": cmd_ship_scaling, "ship-steps": cmd_ship_steps, "export": cmd_export}
+            "ship-scaling": cmd_ship_scaling, "ship-steps": cmd_ship_steps, "export": cmd_export,
+            "tune": cmd_tune, "family": cmd_family, "family-steps": cmd_family_steps}
 ALL = ("generate-data", "extract-features", "train", "evaluate")
 TRAINS = ("all", "train", "scaling")  # the commands that log the memory allocator (training/allocator.py)
 
@@ -74,6 +79,9 @@ def train_args(p: argparse.ArgumentParser) -> None:
                    help="the drafter family's member to train: gumiho (2-layer transformer for 2 steps + 5 MLP heads), "
                         "eagle (EAGLE-2 style: 1 layer at every depth), medusa (Medusa style: 7 heads on the "
                         "target's last feature)")
+    t.add_argument("--architectures", default=",".join(ARCHITECTURES),
+                   help="tune, family, family-steps: the members, comma-separated (default: all three)")
+    t.add_argument("--lrs", default="5e-4,1e-3,2e-3", help="tune: the learning rates each member tries")
     t.add_argument("--epochs", type=int, default=TrainDefaults.epochs)
     t.add_argument("--steps", type=int, default=TrainDefaults.steps,
                    help="optimizer steps in all, fixed in advance (the rate schedule's length; epochs then do not "

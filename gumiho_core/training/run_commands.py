@@ -188,7 +188,8 @@ def cmd_steps(args, models) -> None:
     history = card.read_json(run / "history.json") or []
     if history:
         stepcurve.plot_steps(points, history, run / "steps.png")
-    log.info("step curve: %s", [(p["step"], round(p["gumiho"]["mean_accept_len"], 3)) for p in points])
+    log.info("step curve: %s", [(p["step"], {m: round(r["mean_accept_len"], 3) for m, r in p.items()
+                                              if isinstance(r, dict)}) for p in points])
 
 
 def cmd_scaling(args, models) -> None:

@@ -8,7 +8,8 @@ from ..methods import METHODS
 
 STEPS = "steps.json"  # in a run folder: the step curve
 CONTINUED = "## Going on from these heads"  # the card's section on a later run that started from them
-TOP1_KEYS = ["val_serial_top1", "val_serial2_top1"] + [f"val_mlp{m}_top1" for m in range(1, 6)]  # history's
+TOP1_KEYS = ["val_serial_top1", *(f"val_serial{k}_top1" for k in range(2, 8)),
+             *(f"val_mlp{m}_top1" for m in range(1, 8))]  # history's, for any member of the family
 MODES = ("gumiho", "gumiho-serial")  # the two methods Gumiho's heads draft with
 
 
@@ -82,7 +83,7 @@ def plot_steps(points: list[dict], history: list[dict], path: Path) -> Path:
     plot_top1(a, [h["step"] for h in history], history)
     a.set_xlabel("optimizer step"), a.set_title("held-out conversations, at each epoch's end")
     points = [by_method(p) for p in points]
-    for m in MODES:
+    for m in [m for m in METHODS if m in points[0]]:
         b.plot([p["step"] for p in points], [p[m]["mean_accept_len"] for p in points], marker="o", label=m)
     b.set_xlabel("optimizer step"), b.set_ylabel("tokens per target pass")
     b.set_title("held-out prompts, authors' 64-node tree, T=0"), b.legend(fontsize=7)

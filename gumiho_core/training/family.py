@@ -1,0 +1,144 @@
+"""The drafter family trained alike, for the paper's comparison: `tune`, `family` and `family-steps`.
+
+Every member gets the same data, held-out split, target features, optimizer, schedule, batch and number of steps,
+from random weights, each trained as it drafts (as-drafted rollouts). The one setting tuned, the learning rate, is
+chosen per member by the same sweep on the validation split (never on prompts/heldout.jsonl), by one criterion for
+all: the expected accepted length that the validation top-1 at each depth implies (acceptance.expected_length).
+docs/training.md, "The comparison drafters", gives the procedure and its cost.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from ..acceptance import expected_length
+from ..config import ARCHITECTURES, DrafterConfig
+from ..errors import GumihoError
+from ..methods import REGISTRY
+from . import card
+from .workspace import run_dir, workdir_for
+
+log = logging.getLogger(__name__)
+TUNE = "tune.json"  # in the work folder: the sweep's runs and each member's chosen rate
+FAMILY_STEPS = "family-steps.json"
+
+
+def depth_parts(cfg: DrafterConfig) -> list[str]:
+    """The loss parts of a drafter in the order of the depths they draft (plan.py's names)."""
+    serial = ["serial", *(f"serial{k}" for k in range(2, cfg.serial_steps + 1))] if cfg.serial_steps else []
+    return serial + [f"mlp{m}" for m in range(1, cfg.mlp_heads + 1)]
+
+
+def validation_length(row: dict, cfg: DrafterConfig) -> float:
+    """The tuning criterion: expected accepted length if each depth were accepted at its validation top-1 rate."""
+    return expected_length([row[f"val_{part}_top1"] for part in depth_parts(cfg)])
+
+
+def members(args) -> list[str]:
+    names = [n.strip() for n in args.architectures.split(",") if n.strip()]
+    bad = [n for n in names if n not in ARCHITECTURES]
+    if bad or not names:
+        raise GumihoError(f"--architectures takes a comma list of {', '.join(ARCHITECTURES)}; got {args.architectures!r}")
+    return names
+
+
+def rates(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise GumihoError(f"--lrs takes comma-separated learning rates; got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise GumihoError(f"--lrs takes positive learning rates; got {text!r}")
+    return values
+
+
+def _with(args, **changes) -> argparse.Namespace:
+    return argparse.Namespace(**{**vars(args), **changes})
+
+
+def _finished(folder: Path, steps: int) -> list | None:
+    history = card.read_json(folder / "history.json") or []
+    return history if history and history[-1]["step"] >= steps else None
+
+
+def cmd_tune(args, models) -> None:
+    """Each member at each rate of --lrs for --steps steps; the rate with the longest validation length wins."""
+    from .run_commands import train_run
+
+    if not args.steps:
+        raise GumihoError("tune needs --steps, the length of each trial run (the same for every member and rate)")
+    target, path = models.target(), workdir_for(args) / TUNE
+    sweep = card.read_json(path) or {}
+    for arch in members(args):
+        cfg = DrafterConfig.from_target(target.config, arch)
+        for lr in rates(args.lrs):
+            run = f"tune-{arch}-lr{lr:g}-s{args.steps}"
+            history = _finished(run_dir(args, run), args.steps) or \
+                train_run(_with(args, architecture=arch, lr=lr, run=run, keep_steps=""), target, run).history
+            last = history[-1]
+            trial = {"lr": lr, "steps": args.steps, "tokens_per_step": args.tokens_per_step,
+                     "validation_length": round(validation_length(last, cfg), 4), "val_loss": last.get("val_loss"),
+                     "val_top1": [round(last[f"val_{p}_top1"], 4) for p in depth_parts(cfg)]}
+            trials = [t for t in sweep.get(arch, {}).get("trials", []) if (t["lr"], t["steps"]) != (lr, args.steps)]
+            best = max([*trials, trial], key=lambda t: t["validation_length"])
+            sweep[arch] = {"trials": [*trials, trial], "lr": best["lr"]}
+            path.write_text(json.dumps(sweep, indent=1))
+            log.info("%s lr %g: validation length %.3f", arch, lr, trial["validation_length"])
+    log.info("chosen rates: %s", {a: sweep[a]["lr"] for a in members(args) if a in sweep})
+
+
+def chosen_rate(args, arch: str) -> float:
+    """The member's rate from the sweep (tune.json), else --lr for all alike."""
+    sweep = card.read_json(workdir_for(args) / TUNE) or {}
+    return sweep.get(arch, {}).get("lr", args.lr)
+
+
+def cmd_family(args, models) -> None:
+    """Train each member of --architectures as run <--run>-<member>, one after the other, alike but for the rate the
+    sweep chose (run several processes with one member each to train them side by side)."""
+    from .run_commands import train_run
+
+    if not args.steps:
+        raise GumihoError("family needs --steps, the same number of optimizer steps for every member")
+    target = models.target()
+    for arch in members(args):
+        lr = chosen_rate(args, arch)
+        log.info("%s: lr %g", arch, lr)
+        train_run(_with(args, architecture=arch, lr=lr), target, f"{args.run}-{arch}")
+
+
+def cmd_family_steps(args, models) -> None:
+    """The step curve of every member at the same steps (`steps` on each run), as one table and one plot."""
+    from .run_commands import cmd_steps
+
+    points = {}
+    for arch in members(args):
+        run = f"{args.run}-{arch}"
+        cmd_steps(_with(args, run=run), models)
+        points[arch] = card.read_json(run_dir(args, run) / "steps.json")
+    (workdir_for(args) / FAMILY_STEPS).write_text(json.dumps(points, indent=1))
+    plot_family(points, workdir_for(args) / "family-steps.png")
+    log.info("family step curve in %s", workdir_for(args) / "family-steps.png")
+
+
+def plot_family(points: dict, path: Path) -> Path:
+    """Tokens per target pass against optimizer steps, every method of every member on one plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for arch, curve in points.items():
+        for name in [m for m in REGISTRY if REGISTRY[m].drafter == arch]:
+            xs = [p["step"] for p in curve if name in p]
+            ax.plot(xs, [p[name]["mean_accept_len"] for p in curve if name in p], marker="o",
+                    linestyle="--" if name == "gumiho-serial" else "-", label=f"{name} ({REGISTRY[name].label})")
+    ax.set_xlabel("optimizer step (the same schedule for every drafter)"), ax.set_ylabel("tokens per target pass")
+    ax.set_title("held-out prompts, the authors' 64-node tree, T=0", fontsize=9), ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
