@@ -27,7 +27,7 @@ Public API (the app and the CLIs use only these names):
 import sys
 import types
 
-from .acceptance import Acceptance
+from .acceptance import Acceptance, expected_length, length_gains
 from .config import (
     ARCHITECTURES,
     HYBRID,
@@ -80,7 +80,7 @@ __all__ = [
     "MAX_PIECE_CHARS", "MAX_PROMPT_CHARS", "MAX_RECORDS", "MAX_SECONDS", "MAX_SPECIAL_IDS", "MAX_TOKEN_ID",
     "MAX_TREE_DEPTH", "MAX_TREE_NODES", "MIN_LOGPROB", "has_default_heads", "AUTO", "CLASSROOM", "CUSTOM", "FASTEST",
     "MEASURED", "PAPER", "SMALL", "TREE_PRESETS", "TREE_REQUESTS", "ResolvedTree", "fallback_preset", "preset_of",
-    "resolve_tree",
+    "resolve_tree", "expected_length", "length_gains",
 ]
 
 
