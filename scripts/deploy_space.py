@@ -114,7 +114,7 @@ class _Parser(argparse.ArgumentParser):
 def parse_args(argv=None) -> argparse.Namespace:
     p = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("space_id", metavar="SPACE_ID", help="OWNER/NAME of the Space (created if it does not exist)")
-    p.add_argument("--hardware", help="e.g. cpu-basic, a10g-small (README, 'Hugging Face Space'); default: unchanged")
+    p.add_argument("--hardware", help="e.g. cpu-basic, a10g-small (docs/deploy.md, 'Hugging Face Space'); default: unchanged")
     p.add_argument("--private", action="store_true", help="make the Space private")
     p.add_argument("--var", action="append", default=[], metavar="KEY=VALUE",
                    help="a Space variable, e.g. GUMIHO_TARGET=lmsys/vicuna-7b-v1.3 (repeatable)")

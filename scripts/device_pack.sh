@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a lent GPU machine needs from here, packed once per checkout into .dev/ (ignored by git), so that each
-# device call carries under its 64 MiB (README, GPU: "A lease, call by call").
+# device call carries under its 64 MiB (docs/deploy.md, "A lease, call by call").
 #
 #     bash scripts/device_pack.sh
 #

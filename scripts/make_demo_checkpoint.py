@@ -7,7 +7,7 @@
 out/demo/target  a random 2-layer LLaMA saved with save_pretrained (config.json, model.safetensors) and the
                  default model's tokenizer, so its vocabulary matches that tokenizer: a local folder read
                  exactly as a downloaded lmsys/vicuna-7b-v1.3 would be.
-out/demo/draft   pytorch_model.bin in the authors' layout (keys and shapes as GUMIHO.md lists them,
+out/demo/draft   pytorch_model.bin in the authors' layout (keys and shapes as docs/method.md, "Checkpoint layout", lists them,
                  embed_tokens.weight included), as the amd/Gumiho-* repositories publish it.
 The weights are random: the text is gibberish and the drafter rarely guesses right (the output is still
 exactly the target's), but every file goes through the loaders a published checkpoint goes through.

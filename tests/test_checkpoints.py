@@ -1,4 +1,4 @@
-"""Drafter checkpoints: the official layout (keys and shapes from GUMIHO.md) and our own format."""
+"""Drafter checkpoints: the official layout (keys and shapes from docs/method.md, "Checkpoint layout") and our own format."""
 import pytest
 import torch
 
@@ -8,8 +8,8 @@ from gumiho_core.models import load_drafter
 from tiny import random_drafter, tiny_target
 
 
-def official_layout(H, I, kv, V, heads=5):  # noqa: E741 (I = intermediate size, as in GUMIHO.md)
-    """Keys and shapes as GUMIHO.md lists them, written out independently of the drafter module."""
+def official_layout(H, I, kv, V, heads=5):  # noqa: E741 (I = intermediate size, as in docs/method.md)
+    """Keys and shapes as docs/method.md lists them, written out independently of the drafter module."""
     shapes = {"embed_tokens.weight": (V, H), "fc.weight": (H, 2 * H), "fc.bias": (H,)}
     for i in (0, 1):
         p = f"layers.{i}."

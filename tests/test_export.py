@@ -107,7 +107,7 @@ def test_reduced_vocabulary_needs_its_file(target, exported, tmp_path):
 
 
 def test_weights_file_holds_exactly_the_authors_keys(target, exported):
-    """Their loader is strict: every key of GUMIHO.md's layout, with its shape, and nothing else."""
+    """Their loader is strict: every key of the published layout (docs/method.md), with its shape, and nothing else."""
     cfg = target.config
     want = official_layout(cfg.hidden_size, cfg.intermediate_size, 2 * 16, cfg.vocab_size)
     for heads in ("full", "reduced"):

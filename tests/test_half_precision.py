@@ -6,7 +6,7 @@ At temperature 0, gumiho and gumiho-serial must give the output of plain decodin
 - bf16/fp16 target: a tree pass and a one-token pass round differently, so two runs may part where the
   target's two best tokens are closer than the dtype's error. Where they part, `first_divergence` must find
   such a near-tie in fp32 arithmetic; a wrong mask, position or cache parts at a clear choice and fails.
-README, "Exactness", gives the identical rates measured. GUMIHO_TEST_DEVICE=cuda runs these on a GPU.
+docs/performance.md, "Exactness in half precision", gives the identical rates measured. GUMIHO_TEST_DEVICE=cuda runs these on a GPU.
 """
 import importlib.util
 import os

@@ -1,4 +1,4 @@
-"""The code's shape stays as the README's Layout section says: sizes and import rules (scripts/check_layout.py)."""
+"""The code's shape stays as CONTRIBUTING.md's layout says: sizes and import rules (scripts/check_layout.py)."""
 import subprocess
 import sys
 from pathlib import Path

@@ -498,7 +498,7 @@ def test_ship_can_take_the_heads_kept_where_the_step_curve_peaked(target, featur
     ("GenuineIntel", {"avx512_bf16", "amx_bf16", "amx_tile"}, "bf16")])
 def test_auto_precision_is_bf16_only_where_it_is_faster(monkeypatch, vendor, flags, expected):
     """AVX512-BF16 without AMX trains and makes data faster in fp32 on an Intel Xeon, in bf16 on an AMD EPYC
-    (README, Training throughput)."""
+    (docs/training.md, "Precision and memory")."""
     monkeypatch.setattr(model_loading, "_cpu_flags", lambda: flags)
     monkeypatch.setattr(model_loading, "_cpu_vendor", lambda: vendor)
     args = SimpleNamespace(precision="auto", data_dtype="auto", device="cpu", dtype="auto")

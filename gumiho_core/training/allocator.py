@@ -1,13 +1,9 @@
 """The memory allocator of the training command line: tcmalloc where the system has it.
 
 A run draws micro-batches of varied lengths, so each one allocates and frees tensors of new sizes, hundreds of MB
-apiece. glibc's malloc serves that pattern badly. It maps and unmaps the large blocks each time, so their pages
-fault in and are zeroed again, and its heap fragments. With it, v15 on the AMX Xeon (2026-12-06) grew from 3.7
-to 11.3 GB of resident memory in the 11 minutes after a restart (9.2 GB of it anonymous), and its micro-batches
-slowed from 1.7 to 3.0 s over 85 minutes; a restart brought them back to 2.0 s. tcmalloc keeps freed spans for the
-next micro-batch: the same run took 1.3-1.5 s a micro-batch, with 4.0 GB of anonymous memory 10 minutes after its
-restart. README "Training throughput" gives the interleaved measurement (scripts/measure_train_speed.py with and
-without it).
+apiece. glibc's malloc serves that pattern badly (it maps, faults in and zeroes the large blocks again each time,
+and its heap fragments), so long runs slowed down and grew by gigabytes; tcmalloc keeps freed spans for the next
+micro-batch. docs/training.md, "Precision and memory", has the figures.
 
 `python -m gumiho_core.train` therefore runs itself again, once, with tcmalloc preloaded (LD_PRELOAD), where a
 libtcmalloc is installed (Debian and Ubuntu: libtcmalloc-minimal4). Where none is installed, the training commands
@@ -77,4 +73,4 @@ def describe() -> str:
     if os.environ.get(SWITCH) == "system":
         return f"memory allocator: the system's ({SWITCH}=system)"
     return (f"memory allocator: the system's; training on a CPU runs faster with tcmalloc ({INSTALL}; "
-            "README, Training throughput)")
+            "docs/training.md, Precision and memory)")

@@ -73,15 +73,19 @@ def data_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-len", type=int, default=1024, help="tokens kept per conversation")
 
 
-def train_args(p: argparse.ArgumentParser) -> None:
-    t = p.add_argument_group("train")
-    t.add_argument("--architecture", default=TrainDefaults.architecture, choices=sorted(ARCHITECTURES),
+def family_args(p: argparse.ArgumentParser) -> None:
+    f = p.add_argument_group("the drafter family")
+    f.add_argument("--architecture", default=TrainDefaults.architecture, choices=sorted(ARCHITECTURES),
                    help="the drafter family's member to train: gumiho (2-layer transformer for 2 steps + 5 MLP heads), "
                         "eagle (EAGLE-2 style: 1 layer at every depth), medusa (Medusa style: 7 heads on the "
                         "target's last feature)")
-    t.add_argument("--architectures", default=",".join(ARCHITECTURES),
+    f.add_argument("--architectures", default=",".join(ARCHITECTURES),
                    help="tune, family, family-steps: the members, comma-separated (default: all three)")
-    t.add_argument("--lrs", default="5e-4,1e-3,2e-3", help="tune: the learning rates each member tries")
+    f.add_argument("--lrs", default="5e-4,1e-3,2e-3", help="tune: the learning rates each member tries")
+
+
+def train_args(p: argparse.ArgumentParser) -> None:
+    t = p.add_argument_group("train")
     t.add_argument("--epochs", type=int, default=TrainDefaults.epochs)
     t.add_argument("--steps", type=int, default=TrainDefaults.steps,
                    help="optimizer steps in all, fixed in advance (the rate schedule's length; epochs then do not "
@@ -141,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-v", "--verbose", action="store_true")
     model_args(p)
-    for add in (data_args, train_args, output_args):
+    for add in (data_args, family_args, train_args, output_args):
         add(p)
     return p
 

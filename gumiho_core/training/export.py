@@ -3,7 +3,7 @@
     python -m gumiho_core.train export --draft <our folder> --out <folder> [--target <target folder>]
 
 writes into <folder>:
-  pytorch_model.bin  the authors' keys and shapes (GUMIHO.md) and nothing else, since their loader is
+  pytorch_model.bin  the authors' keys and shapes (docs/method.md, "Checkpoint layout") and nothing else, since their loader is
                      strict; embed_tokens.weight is a copy of the target's embedding, read from the
                      target's weight files (the target model itself is never loaded)
   config.json        the draft's LLaMA config (2 layers) with the fields the authors' loader and vLLM read

@@ -41,7 +41,7 @@ class TrainConfig:
     tokens_per_step: int = 4096  # about 20 answers per optimizer step
     micro_tokens: int = CPU_MICRO_TOKENS  # padded tokens per forward; `train` on a GPU: schedule.micro_tokens_for
     noise: float = 0.2
-    # GUMIHO.md weighs CE 0.1 and starts the MLP heads' CE after 2 epochs ("paper"). With a CPU budget of a
+    # The paper weighs CE 0.1 and starts the MLP heads' CE after 2 epochs ("paper"). With a CPU budget of a
     # few hundred steps the CE term is what drives acceptance: after 40 steps the MLP heads' top-10 agreement
     # with the target was 0.39 with CE 1.0 from the start ("distill") against 0.25 with the paper's schedule.
     objective: str = "distill"  # a key of objective.OBJECTIVES
