@@ -1,7 +1,7 @@
 """Start the Gumiho visualiser:  python app.py [--target default] [--draft default] [--device auto]
 
 Every option can also come from an environment variable (a Hugging Face Space sets them in its settings):
-GUMIHO_TARGET, GUMIHO_DRAFT, GUMIHO_DEVICE, GUMIHO_DTYPE, GUMIHO_DEVICE_MAP (auto), GUMIHO_TRUST_REMOTE_CODE
+GUMIHO_TARGET, GUMIHO_DRAFT, GUMIHO_DRAFT_FOR, GUMIHO_DEVICE, GUMIHO_DTYPE, GUMIHO_DEVICE_MAP (auto), GUMIHO_TRUST_REMOTE_CODE
 (1 to opt in), GUMIHO_AUTO_TREE (measure, cached, off), GUMIHO_CONCURRENCY, GUMIHO_THREADS. A flag wins over
 its variable.
 Host and port come from GRADIO_SERVER_NAME and GRADIO_SERVER_PORT (Gradio's defaults: 127.0.0.1:7860).
@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 
-from app.backend import AUTO_TREE_POLICIES, DEFAULT_MAX_PROMPT_TOKENS, Backend, set_threads
+from app.backend import AUTO_TREE_POLICIES, DEFAULT_MAX_PROMPT_TOKENS, Backend, parse_draft_for, set_threads
 from app.layout import build_demo, launch_options
 from gumiho_core import GumihoError
 
@@ -34,7 +34,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--target", default=_env("TARGET", "default"),
                    help="'default' (SmolLM2-135M-Instruct), a local folder or a hub id  [GUMIHO_TARGET]")
     p.add_argument("--draft", default=_env("DRAFT", "default"),
-                   help="'default', 'untrained', a folder, a checkpoint file or a hub id  [GUMIHO_DRAFT]")
+                   help="Gumiho's heads: 'default', 'untrained', a folder, a checkpoint file or a hub id  [GUMIHO_DRAFT]")
+    p.add_argument("--draft-for", action="append", default=[_env("DRAFT_FOR", "")],
+                   help="another drafter's heads, as member=spec (eagle=untrained,medusa=untrained); eagle and medusa "
+                        "default to their shipped heads, where they ship  [GUMIHO_DRAFT_FOR]")
     p.add_argument("--device", default=_env("DEVICE", "auto"), help="auto, cpu, cuda, cuda:N  [GUMIHO_DEVICE]")
     p.add_argument("--dtype", default=_env("DTYPE", "auto"),
                    help="auto (fp32 on CPU, bf16/fp16 on GPU), float32, bfloat16, float16  [GUMIHO_DTYPE]")
@@ -65,7 +68,7 @@ def main(argv=None) -> int:
         backend = Backend(args.target, args.draft, "cuda" if zero and args.device == "auto" else args.device,
                         args.max_prompt_tokens, dtype=None if args.dtype == "auto" else args.dtype,
                         device_map=args.device_map, trust_remote_code=args.trust_remote_code,
-                        auto_tree=args.auto_tree, whole_runs=zero)
+                        auto_tree=args.auto_tree, whole_runs=zero, draft_for=parse_draft_for(args.draft_for))
     except GumihoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

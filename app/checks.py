@@ -64,6 +64,8 @@ def place(loc: tuple) -> str:
     if len(loc) >= 2 and loc[0] == "records" and isinstance(loc[1], int):
         rest = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in loc[2:]).lstrip(".")
         return f"step {loc[1]}" + (f": {rest}" if rest else "")
+    if len(loc) >= 3 and loc[0] == "lanes" and isinstance(loc[1], int):  # the race's lane n: as its own run
+        return f"lane {loc[1]}: " + place(loc[2:])
     if not loc:
         return "the run file"
     names = 1 if loc[0] == "pieces" else next((i for i, k in enumerate(loc) if not isinstance(k, str)), len(loc))

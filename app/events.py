@@ -1,17 +1,21 @@
 """Which handler each event of the page calls, with which inputs and outputs, and the `generate` API
-endpoint. Decoding events share the queue's "animate" limit; small ones never wait behind a run."""
+endpoint. Decoding events share the queue's "animate" limit; small ones never wait behind a run. Every event a
+visitor causes marks them as acting (Backend.touch): a measurement of this device waits for quiet meanwhile."""
 from __future__ import annotations
 
+import inspect
 from functools import partial
 
 import gradio as gr
+
+from gumiho_core import AUTO
 
 from . import handlers as on
 from .animation import play
 from .backend import Backend, api_generate, compute_run, on_gpu
 from .limits import LOADS_AT_ONCE
 from .messages import report
-from .settings import AUTO, Form, api_settings
+from .settings import Form, api_settings
 from .view import News, View
 
 QUIET = dict(show_progress="hidden")
@@ -19,6 +23,22 @@ HIDDEN = dict(QUIET, api_visibility="private")
 FREE = dict(HIDDEN, concurrency_limit=None)  # never waits behind a decoding run
 ANIMATE = dict(QUIET, concurrency_id="animate")  # visitors animating at once: the queue's default limit
 LOAD = dict(HIDDEN, concurrency_id="load", concurrency_limit=LOADS_AT_ONCE)  # each checked and drawn in bounded time
+
+
+def acting(backend: Backend, fn):
+    """`fn`, marking the visitor as acting when called and at every picture of an animation."""
+    if inspect.isgeneratorfunction(fn.func if isinstance(fn, partial) else fn):
+        def animate(*args):
+            backend.touch()
+            for out in fn(*args):
+                backend.touch()
+                yield out
+        return animate
+
+    def act(*args):
+        backend.touch()
+        return fn(*args)
+    return act
 
 
 def _run_handler(view: View, backend: Backend, compute):
@@ -32,36 +52,39 @@ def _wire_run(view: View, backend: Backend, form: Form, news: News) -> None:
     """Run, Resume, Next, Replay and Stop (which cancels the others). "run" and "stop" are callable by clients
     (not listed in the API page): tests drive many visitors through them."""
     compute = on_gpu(partial(compute_run, backend), backend.device)
-    run_evt = view.run_btn.click(_run_handler(view, backend, compute), [view.state, *form.inputs], view.outputs,
-                                 api_name="run", api_visibility="undocumented", **ANIMATE)
-    resume_evt = view.resume_btn.click(partial(play, view, backend=backend), view.state, view.outputs,
+    act = partial(acting, backend)
+    run_evt = view.run_btn.click(act(_run_handler(view, backend, compute)), [view.state, *form.inputs],
+                                 view.outputs, api_name="run", api_visibility="undocumented", **ANIMATE)
+    resume_evt = view.resume_btn.click(act(partial(play, view, backend=backend)), view.state, view.outputs,
                                        api_visibility="private", **ANIMATE)
-    next_evt = view.next_btn.click(partial(play, view, backend=backend, one_step=True), view.state, view.outputs,
-                                   api_visibility="private", **ANIMATE)
-    replay_evt = view.replay_btn.click(partial(on.on_replay, view), [view.state, form.delay, form.fast],
+    next_evt = view.next_btn.click(act(partial(play, view, backend=backend, one_step=True)), view.state,
+                                   view.outputs, api_visibility="private", **ANIMATE)
+    replay_evt = view.replay_btn.click(act(partial(on.on_replay, view)), [view.state, form.delay, form.fast],
                                        view.outputs, concurrency_id="replay", **HIDDEN)
-    view.stop_btn.click(partial(on.on_stop, view), view.state, view.outputs, cancels=[run_evt, resume_evt, next_evt,
-                        replay_evt], api_name="stop", api_visibility="undocumented", concurrency_limit=None, **QUIET)
-    for evt in (run_evt, resume_evt, next_evt):  # a run's end may start a measurement: follow its news
+    view.stop_btn.click(act(partial(on.on_stop, view)), view.state, view.outputs, cancels=[run_evt, resume_evt,
+                        next_evt, replay_evt], api_name="stop", api_visibility="undocumented", concurrency_limit=None,
+                        **QUIET)
+    for evt in (run_evt, resume_evt, next_evt):  # a run's end may note that the measurement is out of date
         evt.then(lambda: gr.Timer(active=True), None, news.timer, **FREE)
 
 
 def _wire_controls(demo: gr.Blocks, view: View, news: News, backend: Backend, form: Form) -> None:
     """The buttons and fields that change the view or the form, and the server's news."""
-    tree = form.tree
-    view.pause_btn.click(on.on_pause, view.state, view.pause_btn, **FREE)
-    view.prev_btn.click(partial(on.on_prev, view), view.state, view.outputs, **FREE)
-    view.load_btn.upload(partial(on.on_load, view), [view.state, view.load_btn], view.outputs, **LOAD)
+    tree, act = form.tree, partial(acting, backend)
+    view.pause_btn.click(act(on.on_pause), view.state, view.pause_btn, **FREE)
+    view.prev_btn.click(act(partial(on.on_prev, view)), view.state, view.outputs, **FREE)
+    view.load_btn.upload(act(partial(on.on_load, view)), [view.state, view.load_btn], view.outputs, **LOAD)
     form.delay.change(on.on_delay, [view.state, form.delay], None, **FREE)
     form.fast.change(on.on_fast, [view.state, form.fast], form.delay, **FREE)
     form.temperature.change(on.on_temperature, form.temperature, [form.seed, form.top_p], **FREE)
-    form.method.change(on.on_method, form.method, [form.preset, *tree], **FREE)
-    form.preset.input(partial(on.on_preset, backend), [form.preset, *tree], tree, **FREE)
+    form.method.change(on.on_method, [view.state, form.method], view.caption, **FREE)
+    form.preset.input(partial(on.on_preset, backend), [form.preset, *tree], [*tree, news.tree_note], **FREE)
     for box in tree:
-        box.input(partial(on.on_tree_edit, backend.device), tree, form.preset, **FREE)
-    news.timer.tick(partial(on.on_tick, news, backend), view.state, news.outputs, **FREE)
-    news.remeasure.click(partial(on.on_remeasure, backend), None, news.timer, **FREE)
-    demo.load(partial(on.on_preset, backend, AUTO), None, tree, **FREE)  # a new page's fields show auto as it is now
+        box.input(on.on_tree_edit, tree, form.preset, **FREE)
+    inputs = [view.state, form.preset, form.method, form.race]
+    news.timer.tick(partial(on.on_tick, news, backend), inputs, news.outputs, **FREE)
+    demo.load(partial(on.on_tick, news, backend), inputs, news.outputs, **FREE)  # what this server offers now
+    news.remeasure.click(act(partial(on.on_remeasure, backend)), None, news.timer, **FREE)
     view.run_btn.click(lambda: gr.Timer(active=True), None, news.timer, **FREE)  # a failed load may be retried
 
 
@@ -74,7 +97,8 @@ def _api(backend: Backend) -> None:
 
         tree: "auto" (the CLI's default: the fastest tree measured on this device that drafts deeper than the
         serial steps, so the MLP heads take part; waits for that measurement if it is still running), "fastest"
-        (the fastest measured tree of any depth) or "paper" (the authors' 64-node tree).
+        (the fastest measured tree of any depth), "paper" (the authors' 64-node tree), "classroom" (22 nodes in
+        which every head shows) or "small".
         """
         try:
             return api(api_settings(prompt, method, max_new_tokens, temperature, seed, tree))

@@ -1,5 +1,7 @@
 """One function per event of the page. Each calls a method of the visitor's Player (player.py) and redraws the
-page; runs that animate are generators (animation.py)."""
+page; runs that animate are generators (animation.py). What the visitor asked for that cannot run is said on the
+status line, where it stays until their next action (a toast fades, and a second one in a row may never show), and
+the server's log gets one line for it."""
 from __future__ import annotations
 
 import os
@@ -8,27 +10,36 @@ from html import escape
 
 import gradio as gr
 
-from gumiho_core import AR, GUMIHO, GumihoError
+from gumiho_core import GUMIHO, MEASURED, TREE_FIELDS, GumihoError
 
 from . import runfile
 from .animation import play
 from .backend import Backend, start_run
-from .messages import public_message, report
-from .render.explain import how_it_works_md
-from .render.status import auto_note, describe, load_note_html, model_line
+from .messages import report
+from .render.explain import how_it_works_md, step_caption_placeholder
+from .render.status import describe, load_note_html, measure_note, missing_words, model_line, refused_html, tree_note
 from .screen import picture
-from .settings import CUSTOM, MEASURED, TREE_FIELDS, Form, parse_settings, preset_name, tree_presets, tree_settings
-from .stages import COMMITTED
+from .settings import (CUSTOM, Form, method_choices, parse_request, preset_fields, preset_name, race_choices,
+                       race_value, tree_settings)
 from .player import Player
+from .stages import COMMITTED
 from .view import News, View
+
+
+def _refused(view: View, user: Player, error: Exception, context: str) -> dict:
+    """The page as it was, with why the action was refused on the status line (one line in the log)."""
+    message = report(error, context)
+    user.finish()
+    return {**picture(view, user, "", charts=False), view.status: refused_html(message)}
 
 
 def on_run(view: View, backend: Backend, compute, user: Player, form: Form):
     """Start a run and animate it. `compute` is compute_run as the GPU sees it, for whole-run mode (ZeroGPU)."""
     try:
-        settings = parse_settings(form, backend.device)
+        request = parse_request(form)
     except GumihoError as e:
-        raise gr.Error(public_message(e)) from None
+        yield _refused(view, user, e, "refused a run")
+        return
     user.delay, user.fast = float(form.delay), bool(form.fast)
     user.starting()
     loading = "Loading the model (first run only)…" if not backend.ready else "Starting…"
@@ -36,12 +47,10 @@ def on_run(view: View, backend: Backend, compute, user: Player, form: Form):
         loading = "Computing the whole run on the GPU, then showing it step by step…"
     yield picture(view, user, loading, charts=False)  # no second Run while this one starts
     try:
-        run, live = (compute(settings), None) if backend.whole_runs else start_run(backend, settings)
+        run, live = (compute(request), None) if backend.whole_runs else start_run(backend, request)
     except Exception as e:
-        message = report(e, "starting a run")
-        user.finish()
-        yield picture(view, user, describe(user), charts=False)
-        raise gr.Error(message) from None
+        yield _refused(view, user, e, "refused a run" if isinstance(e, GumihoError) else "starting a run")
+        return
     user.load(run, live, backend.live)  # if Stop came while the run was starting, it ends before its first step
     if user.stopped:
         yield picture(view, user, describe(user))
@@ -71,7 +80,8 @@ def on_prev(view: View, user: Player):
 
 def on_replay(view: View, user: Player, delay, fast):
     if user.run is None:
-        raise gr.Error("there is no run to replay: press Run, or load a run file")
+        yield {view.status: refused_html("there is no run to replay: press Run, or load a run file")}
+        return
     user.delay, user.fast = float(delay), bool(fast)
     yield from play(view, user, None, replay=True)
 
@@ -84,16 +94,19 @@ def on_load(view: View, user: Player, path):
     A checked file's note comes first, alone: the browser then draws the whole page in one go (0.8-0.9 s on the
     project's 2-core machine), and the note should not wait for it."""
     if not path:
-        raise gr.Error("no file was uploaded")
+        yield {view.load_note: load_note_html(user.loads + 1, "", "no file was uploaded", refused=True)}
+        return
     user.loads += 1
     note = partial(load_note_html, user.loads, os.path.basename(path)[:80])
     try:
         run = runfile.read(path)
     except runfile.RunFileError as e:
+        report(GumihoError(str(e)), "refused a run file")
         user.note = note(f"Could not load this run file: {e}", refused=True)
         yield {view.load_note: user.note}
         return
-    what = f"a saved {run.settings.method} run of {len(run.records) - 1} steps"
+    lanes = f", racing {len(run.rivals)} other drafting lanes" if run.rivals else ""
+    what = f"a saved {run.settings.method} run of {len(run.records) - 1} steps{lanes}"
     yield {view.load_note: note(f"{what}; drawing it…", refused=False)}
     loaded = Player(delay=user.delay, fast=user.fast, loads=user.loads,
                     note=note(f"{what}: press Replay to watch it.", refused=False))
@@ -112,18 +125,18 @@ def on_load(view: View, user: Player, path):
 
 
 def on_preset(backend: Backend, name: str, *values):
-    """A preset fills the advanced tree fields ("auto", "fastest": with gumiho's tree as it stands now); "custom"
-    leaves them as they are (sent back: a value, never a bare update, see screen.picture())."""
-    cfg = backend.auto_tree(GUMIHO, name).tree if name in MEASURED else tree_presets(backend.device).get(name)
-    if cfg is None:
-        return list(values)
-    return [getattr(cfg, k) for k in TREE_FIELDS]
+    """A preset fills the tree fields ("auto", "fastest": Gumiho's tree as it stands now on this device); "custom"
+    leaves them as they are (sent back: a value, never a bare update, see screen.picture()). The note beside the
+    preset says what it is and what it costs here."""
+    cfg = backend.resolve(name, GUMIHO).tree if name in MEASURED else preset_fields(name)
+    fields = list(values) if cfg is None else [getattr(cfg, k) for k in TREE_FIELDS]
+    return [*fields, tree_note(backend.status(), name)]
 
 
-def on_tree_edit(device: str, *values):
+def on_tree_edit(*values):
     """Editing a tree field shows which preset (if any) the fields now match."""
     try:
-        return preset_name(tree_settings(values), device)
+        return preset_name(tree_settings(values))
     except GumihoError:
         return CUSTOM
 
@@ -144,19 +157,34 @@ def on_temperature(temperature):
     return gr.update(interactive=sampling), gr.update(interactive=sampling)
 
 
-def on_method(method):
-    """Plain decoding drafts no tree: its settings are off while it is chosen."""
-    return [gr.update(interactive=method != AR)] * (1 + len(TREE_FIELDS))
+def on_method(user: Player, method):
+    """Before any step is on screen, the caption says what a step of the chosen method does."""
+    user.method = method
+    return gr.skip() if user.run is not None and user.cursor >= 0 else step_caption_placeholder(method)
 
 
-def on_tick(news: News, backend: Backend, user: Player):
-    """The server's news for one visitor: the model line and what auto means now (also in "How it works"
-    while there is no run). The timer stops when nothing more will change."""
+def _offers(news: News, user: Player, methods, method, race) -> dict:
+    """The methods the page offers, once they change (the drafters have loaded): the visitor's choices kept where
+    they can still run."""
+    if tuple(methods) == user.offered:
+        return {news.method: gr.skip(), news.race: gr.skip()}
+    user.offered = tuple(methods)
+    fresh = race_value(methods)
+    return {news.method: gr.update(choices=method_choices(methods), value=method if method in methods else GUMIHO),
+            news.race: gr.update(choices=race_choices(methods), value=fresh)}
+
+
+def on_tick(news: News, backend: Backend, user: Player, preset, method, race):
+    """The server's news for one visitor: the model line, the measurement, the note on the chosen tree, the methods
+    the drafters allow (also in "How it works" while there is no run). The timer stops when nothing more will
+    change."""
     status = backend.status()
-    note = auto_note(status)
+    note = tree_note(status, preset)
     how = user.charts.get(news.how) if user.run is not None else None
-    return {news.model: model_line(status), news.auto: note, news.timer: gr.Timer(active=not status.final),
-            news.how: how or how_it_works_md(None, None, note)}
+    return {news.model: model_line(status), news.auto: measure_note(status), news.timer: gr.Timer(active=not
+            status.final), news.how: how or how_it_works_md(None, None, note), news.tree_note: note,
+            news.missing: f'<div class="gm-missing">{missing_words(status)}</div>',
+            **_offers(news, user, status.methods, method, race or [])}
 
 
 def on_remeasure(backend: Backend):

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import gradio as gr
 
-from gumiho_core import AR, GUMIHO, GUMIHO_SERIAL, REGISTRY
+from gumiho_core import GUMIHO, TREE_FIELDS
 
 from . import runfile
 from .backend import Backend
 from .events import wire
 from .render.explain import how_it_works_md, numbers_html, step_caption_placeholder
+from .render.early import early_html
 from .render.race import race_html
 from .render.sampling import sampling_html
-from .render.status import auto_note, model_line, status_html
+from .render.status import measure_note, missing_words, model_line, status_html, tree_note
 from .render.text_view import output_html
 from .render.waiting import waiting_figure
 from .render.whatif import whatif_html
-from .settings import AUTO, TREE_FIELDS, Form, preset_choices
+from .settings import (DEFAULT_PRESET, PRESET_MENU, Form, method_choices, preset_fields, race_choices,
+                       race_value)
 from .stages import COMMITTED
 from .player import Player
 from .view import News, View
@@ -28,13 +30,15 @@ EXAMPLES = [
     "Write a Python function that tells whether a number is prime.",
     "What is 17 times 23? Show your working.",
 ]
-METHOD_CHOICES = [(f"{m.name}: {m.about}", m.name) for m in REGISTRY.values() if m.name in (GUMIHO, GUMIHO_SERIAL, AR)]
 # The panels that scroll are the components themselves, not the HTML inside them: a new picture replaces
 # the inside, and the scroll position (kept by the element that persists) stays where the visitor left it.
 PAGE_CSS = """
 .gm-status{font-size:15px;padding:6px 10px;border-radius:6px;background:#f4f4f4;color:#111}
 .gm-status .warn{color:#8a3b00}
+.gm-status.refused{background:#fdf0e6;border-left:4px solid #D55E00}
+.gm-missing{font-size:13px;color:#8a3b00;padding:0 4px}
 #gm-buttons button{min-width:0}
+#stop:disabled,#stop[disabled]{background:#e8e8e8 !important;color:#777 !important;border-color:#d0d0d0 !important}
 #tree{max-height:72vh;overflow:auto !important}
 #text{max-height:40vh;overflow:auto !important}
 .gm-load{font-size:14px;padding:6px 10px;border-radius:6px;border-left:4px solid #0072B2;background:#eef5fb;color:#111}
@@ -47,38 +51,50 @@ TREE_TIPS = {"top_k": "children per node at the serial steps", "mlp_topk": "toke
 
 
 def _advanced(backend: Backend) -> dict:
-    """Sampling and the draft tree, behind the "advanced" fold: the form's fields from seed on."""
-    with gr.Accordion("Advanced: sampling and draft tree", open=False, elem_id="advanced"):
+    """Sampling and the tree's fields, behind the "advanced" fold: the form's fields from seed on, and the note on
+    how this device is measured with the button that measures it again."""
+    with gr.Accordion("Advanced: sampling, the tree's fields, measuring this device", open=False, elem_id="advanced"):
         seed = gr.Number(0, precision=0, label="Seed (sampling)", minimum=0, interactive=False, elem_id="seed")
         top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top_p (sampling)", interactive=False, elem_id="top-p")
-        preset = gr.Dropdown(preset_choices(backend.device), value=AUTO, label="Tree preset",
-                             info="auto: the best tree measured on this device; the others fill the fields below",
-                             elem_id="preset")
-        cfg = backend.auto_tree(GUMIHO).tree
+        cfg = preset_fields(DEFAULT_PRESET)
         tree = {k: gr.Number(getattr(cfg, k), precision=0, label=k, info=TREE_TIPS[k], elem_id=f"tree-{k}")
                 for k in TREE_FIELDS}
-        auto = gr.Markdown(auto_note(backend.status()), elem_id="auto-note")
+        auto = gr.Markdown(measure_note(backend.status()), elem_id="auto-note")
         remeasure = gr.Button("Measure this device again", size="sm", elem_id="remeasure")
-    return dict(seed=seed, top_p=top_p, preset=preset, auto=auto, remeasure=remeasure, **tree)
+    return dict(seed=seed, top_p=top_p, auto=auto, remeasure=remeasure, **tree)
 
 
-def _form(backend: Backend) -> tuple[Form, gr.Markdown, gr.Button]:
-    """The left column: prompt, method, lengths, the advanced fold, the animation's speed. Returns the Run
-    form's components, the note on what auto means and the button that measures this device again."""
+def _methods(backend: Backend) -> dict:
+    """The method shown step by step, the methods racing it, and why any is missing."""
+    methods = backend.methods()
+    method = gr.Radio(method_choices(methods), value=GUMIHO, label="Method shown step by step", elem_id="method")
+    race = gr.CheckboxGroup(race_choices(methods), value=race_value(methods), label="Race on the same prompt",
+                            info="Plain decoding always runs beside them: every speedup is measured against it.",
+                            elem_id="race")
+    missing = gr.HTML(f'<div class="gm-missing">{missing_words(backend.status())}</div>', elem_id="missing")
+    return dict(method=method, race=race, missing=missing)
+
+
+def _form(backend: Backend) -> tuple[Form, dict]:
+    """The left column: prompt, methods, the tree, lengths, the advanced fold, the animation's speed. Returns the
+    Run form's components and the ones the server's news updates."""
     prompt = gr.Textbox(EXAMPLES[0], label="Prompt", lines=3, placeholder="Ask the model something…", elem_id="prompt")
     gr.Examples([[p] for p in EXAMPLES], inputs=[prompt], label="Example prompts")
-    method = gr.Radio(METHOD_CHOICES, value="gumiho", label="Method", elem_id="method")
+    methods = _methods(backend)
+    preset = gr.Dropdown([(p, p) for p in PRESET_MENU], value=DEFAULT_PRESET, label="Draft tree",
+                         allow_custom_value=True, elem_id="preset")  # an old name ("small (CPU)") from API callers
+    note = gr.Markdown(tree_note(backend.status(), DEFAULT_PRESET), elem_id="tree-note")
     max_new = gr.Slider(1, 512, value=64, step=1, label="Max new tokens", elem_id="max-new-tokens")
     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy, exact same text)",
                             elem_id="temperature")
     advanced = _advanced(backend)
-    auto, remeasure = advanced.pop("auto"), advanced.pop("remeasure")
+    news = dict(auto=advanced.pop("auto"), remeasure=advanced.pop("remeasure"), tree_note=note, **methods)
     with gr.Group():
         delay = gr.Slider(0.05, 2, value=0.5, step=0.05, label="Animation: seconds per picture", elem_id="delay")
         fast = gr.Checkbox(False, label="Fast mode: no animation, one picture per step", elem_id="fast")
-    form = Form(prompt=prompt, method=method, max_new_tokens=max_new, temperature=temperature, delay=delay,
-                fast=fast, **advanced)
-    return form, auto, remeasure
+    form = Form(prompt=prompt, method=methods["method"], max_new_tokens=max_new, temperature=temperature,
+                preset=preset, delay=delay, fast=fast, race=methods["race"], **advanced)
+    return form, news
 
 
 def _outputs_column() -> dict:
@@ -119,17 +135,26 @@ def _chart(name: str, label: str) -> gr.Plot:
 
 
 def _charts() -> dict:
-    """The race across the page, then where the time goes and the what-if, then the run's own curves."""
+    """The race across the page, then where the time goes, the what-if and why early tokens matter, then the run's
+    own curves and every drafter's acceptance by depth."""
     race = _chart("race", "race")
     race_note = gr.HTML(race_html(None, -1), elem_id="race-note")
     timing, whatif = _chart("timing", "time per step"), _chart("whatif", "what-if")
     whatif_note = gr.HTML(whatif_html(None, -1), elem_id="whatif-note")
+    early = _chart("early", "why early tokens matter")
+    early_note = gr.HTML(early_html(None, -1), elem_id="early-note")
     with gr.Row():
         speed, speedup = _chart("speed", "speed"), _chart("speedup", "speedup")
     with gr.Row():
         accept, depth = _chart("accept", "tokens per step"), _chart("depth", "depth")
-    return dict(race=race, race_note=race_note, timing=timing, whatif=whatif, whatif_note=whatif_note, speed=speed,
-                speedup=speedup, accept=accept, depth=depth)
+    return dict(race=race, race_note=race_note, timing=timing, whatif=whatif, whatif_note=whatif_note, early=early,
+                early_note=early_note, speed=speed, speedup=speedup, accept=accept, depth=depth)
+
+
+INTRO = ("# Gumiho visualiser\nWatch speculative decoding draft, verify and accept, step by step. In the default "
+         "tree, Gumiho's 2-layer transformer drafts tokens 1 and 2 one after the other (S1, S2), its MLP heads draft "
+         "tokens 3–7 all at once (M1–M5), and the target model keeps what it agrees with; the race below runs "
+         "EAGLE-2-style and Medusa-style drafters on the same prompt where their heads load.")
 
 
 def build_demo(backend: Backend) -> gr.Blocks:
@@ -140,25 +165,24 @@ def build_demo(backend: Backend) -> gr.Blocks:
 def build_view(backend: Backend) -> tuple[gr.Blocks, View]:
     """The page and the components its pictures update (tests drive the handlers through the View)."""
     with gr.Blocks(title="Gumiho visualiser", delete_cache=(3600, 3600)) as demo:
-        gr.Markdown("# Gumiho visualiser\nWatch speculative decoding draft, verify and accept, step by step: "
-                    "a serial transformer head drafts the first two tokens, parallel MLP heads the next five, "
-                    "and the target model keeps what it agrees with.")
+        gr.Markdown(INTRO)
         with gr.Group():  # what this visitor's run is doing, and under it what the server is doing
             status = gr.HTML(status_html("Type a prompt and press <b>Run</b>."), elem_id="status")
             model = gr.HTML(model_line(backend.status()), elem_id="model-line")
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
-                form, auto, remeasure = _form(backend)
+                form, news = _form(backend)
                 files = _files()
             with gr.Column(scale=3):
                 toolbar = _toolbar()
                 column = _outputs_column()
         charts = _charts()
         with gr.Accordion("How it works", open=True):
-            how = gr.Markdown(how_it_works_md(None, None, auto_note(backend.status())), elem_id="how")
+            how = gr.Markdown(how_it_works_md(None, None, tree_note(backend.status(), DEFAULT_PRESET)),
+                              elem_id="how")
         state = gr.State(Player(), time_to_live=STATE_TTL_S, delete_callback=Player.close)
         view = View(status=status, how=how, state=state, **column, **charts, **toolbar, **files)
-        wire(demo, view, News(model, auto, how, gr.Timer(1.0), remeasure), backend, form)
+        wire(demo, view, News(model=model, how=how, timer=gr.Timer(1.0), **news), backend, form)
     return demo, view
 
 

@@ -22,7 +22,7 @@ MAX_JSON_ITEMS = 1_000_000
 MAX_JSON_STRINGS = 300_000  # one per tree node (its proposer) and two per token text; the keys are shared
 # The most lists and objects a valid file can hold (80,984: 1,025 steps of 78 at most, the baseline's 1,024
 # pairs, the run's own 10), and the 6 the budget counted by hand before the schema had to spare.
-MAX_JSON_CONTAINERS = json_containers(RunFile) + 6
+MAX_JSON_CONTAINERS = json_containers(RunFile) + 6  # a race's file (runschema.py) spends it on all its lanes together
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 

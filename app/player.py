@@ -17,6 +17,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from gumiho_core import GUMIHO
+
 from .backend import MAIN, Backend, Live, LiveRuns, next_lane, progress, step_lane
 from .stages import COMMITTED, stages
 from .state import Run
@@ -52,6 +54,8 @@ class Player:
     charts: dict = field(default_factory=dict)  # the last numbers, charts and "How it works", by component
     loads: int = 0  # files this visitor has loaded or tried to: each answer on the page carries its number
     note: str = ""  # what became of the last of them (HTML), under the Load button
+    method: str = GUMIHO  # the method the form shows: what the caption describes before any step
+    offered: tuple = ()  # the methods this visitor's page offers (handlers.on_tick changes them as drafters load)
     busy: bool = False  # a run is starting or animating for this visitor (read it; the methods set it)
     halt: str | None = None  # PAUSE or STOP once asked for, until the next animation begins (read it)
     registry: LiveRuns | None = field(default=None, repr=False)

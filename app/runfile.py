@@ -1,7 +1,8 @@
-"""A run saved as JSON, and read back with every field checked, so a replay needs no model.
+"""A run saved as JSON, and read back with every field checked, so a replay needs no model: the whole race (every
+lane) when the run raced other drafting methods (runschema.py: version 2), the run and plain decoding otherwise.
 
 A file from elsewhere is untrusted: it is size-limited, its JSON bounded before it is parsed, parsed as data
-only, and checked whole (runcheck.py: the schema gumiho_core.RunFile, then how the steps fit together) before
+only, and checked whole (runcheck.py: the schema runschema.AppRunFile, then how the steps fit together) before
 anything is built from it; any fault is a `RunFileError` whose one-line message names the field and the limit.
 """
 from __future__ import annotations
@@ -12,30 +13,40 @@ import os
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
-from gumiho_core import RunFile
+from gumiho_core import RUN_FILE_VERSION, check_method
 
 from .checks import RunFileError
 from .limits import MAX_BYTES
 from .runcheck import FORMAT, VERSION, check_json_text, check_run
+from .runschema import AppRunFile
 from .state import Run, Settings
 
 __all__ = ["FORMAT", "MAX_BYTES", "VERSION", "RunFileError", "dumps", "loads", "read", "to_dict"]
 
 
+def _race(run: Run) -> dict:
+    """The race's other lanes (version 2), or nothing (a run without them is written as version 1)."""
+    lanes = [{"method": m, "tree": run.rival_trees[m], "records": records} for m, records in run.rivals.items()
+             if records]
+    return {"lanes": lanes, "baseline_done": run.baseline_done} if lanes else {}
+
+
 def to_dict(run: Run) -> dict:
-    """The run as its file holds it: the schema (gumiho_core.RunFile) reads the values and writes them as
+    """The run as its file holds it: the schema (runschema.AppRunFile) reads the values and writes them as
     declared (times rounded, an unchecked node's probability null, not NaN)."""
-    s = run.settings
+    s, race = run.settings, _race(run)
     fields = {
-        "format": FORMAT, "version": VERSION, "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "format": FORMAT, "version": VERSION if race else RUN_FILE_VERSION,
+        "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "prompt": s.prompt, "method": s.method, "preset": s.preset, "tree_source": s.tree_source,
         "decode": s.decode, "tree": s.tree, "target": run.target, "device": run.device,
         "prompt_tokens": run.prompt_tokens, "notes": run.notes, "text": run.text,
         "pieces": {str(k): v for k, v in sorted(run.pieces.items())}, "special_ids": sorted(run.special_ids),
         "clock": run.clock, "baseline": run.baseline, "baseline_ids": run.baseline_ids, "records": run.records,
         **({"dtype": run.dtype} if run.dtype else {}),  # not recorded: left out, as in older files
+        **race,
     }
-    return RunFile.model_validate(fields, strict=False).model_dump(mode="json", exclude_unset=True)
+    return AppRunFile.model_validate(fields, strict=False).model_dump(mode="json", exclude_unset=True)
 
 
 def dumps(run: Run) -> str:
@@ -88,11 +99,15 @@ def loads(text: str) -> Run:
 
 def _run(checked) -> Run:
     doc = checked.doc
-    settings = Settings(doc.prompt, doc.method, checked.decode, checked.tree, doc.preset, doc.tree_source)
+    settings = Settings(doc.prompt, check_method(doc.method), checked.decode, checked.tree, doc.preset,
+                        doc.tree_source)
+    records = [r.build() for r in doc.records]
+    done = doc.baseline_done if doc.baseline_done is not None else bool(records) and records[-1].done
     return Run(
         settings=settings, target=doc.target, device=doc.device, prompt_tokens=doc.prompt_tokens,
-        notes=list(doc.notes), records=[r.build() for r in doc.records], clock=list(doc.clock),
-        baseline=[(n, float(t)) for n, t in doc.baseline], baseline_ids=list(doc.baseline_ids),
+        notes=list(doc.notes), records=records, clock=list(doc.clock),
+        baseline=[(n, float(t)) for n, t in doc.baseline], baseline_ids=list(doc.baseline_ids), baseline_done=done,
         pieces={int(k): v for k, v in doc.pieces.items()}, special_ids=set(doc.special_ids), text=doc.text,
-        dtype=doc.dtype,
+        dtype=doc.dtype, rivals={lane.method: [r.build() for r in lane.records] for lane in doc.lanes},
+        rival_trees=dict(checked.lane_trees),
     )

@@ -11,10 +11,11 @@ from gumiho_core import AR
 
 from . import runfile
 from .render.charts import all_figures
+from .render.early import early_figure, early_html
 from .render.explain import how_it_works_md, numbers_html, step_caption, step_caption_placeholder
 from .render.race import race_figure, race_html
 from .render.sampling import sampling_html
-from .render.stats import run_stats
+from .render.stats import numbers
 from .render.status import status_html
 from .render.text_view import legend_html, output_html, proposers_in
 from .render.timing import timing_figure
@@ -35,11 +36,17 @@ def _export(user: Player):
     if user.export_key != key:
         user.drop_export()  # one file per visitor on the server's disk
         folder = tempfile.mkdtemp(prefix="gumiho-run-")
-        user.export_path = os.path.join(folder, f"gumiho-{run.settings.method}-{len(run.records) - 1}-steps.json")
+        user.export_path = os.path.join(folder, export_name(run))
         with open(user.export_path, "w", encoding="utf-8") as f:
             f.write(runfile.dumps(run))
         user.export_key = key
     return gr.update(value=user.export_path, interactive=True)
+
+
+def export_name(run) -> str:
+    """'gumiho-visualiser-eagle-race-39-tokens.json': the app, the method shown, whether it raced, its length."""
+    race = "-race" if run.rivals else ""
+    return f"gumiho-visualiser-{run.settings.method}{race}-{run.records[-1].total_new_tokens}-tokens.json"
 
 
 def controls(view: View, user: Player) -> dict:
@@ -69,20 +76,22 @@ def _answer_so_far(user: Player, upto: int) -> str:
 
 def _charts(view: View, user: Player, upto: int) -> dict:
     run = user.run
-    notes = {view.race_note: race_html(run, upto), view.whatif_note: whatif_html(run, upto)}
+    notes = {view.race_note: race_html(run, upto), view.whatif_note: whatif_html(run, upto),
+             view.early_note: early_html(run, upto)}
     if upto < 0:
         waiting = {getattr(view, chart): waiting_figure(chart) for chart in WAITING}
         return {view.numbers: numbers_html(None), **waiting, view.how: how_it_works_md(run, None), **notes}
-    stats = run_stats(run, upto)
+    tally = numbers(run, upto)
     speed, speedup, accept, depth = all_figures(run, upto)
-    return {view.numbers: numbers_html(stats), view.speed: speed, view.speedup: speedup, view.accept: accept,
+    return {view.numbers: numbers_html(tally), view.speed: speed, view.speedup: speedup, view.accept: accept,
             view.depth: depth, view.race: race_figure(run, upto), view.timing: timing_figure(run, upto),
-            view.whatif: whatif_figure(run, upto), view.how: how_it_works_md(run, stats), **notes}
+            view.whatif: whatif_figure(run, upto), view.early: early_figure(run, upto),
+            view.how: how_it_works_md(run, tally), **notes}
 
 
-def _blank(view: View) -> dict:
-    return {view.caption: step_caption_placeholder(), view.tree: "", view.legend: "", view.text: output_html([], {}),
-            view.answer: "", view.check: sampling_html(None, COMMITTED, {}, True)}
+def _blank(view: View, user: Player) -> dict:
+    return {view.caption: step_caption_placeholder(user.method), view.tree: "", view.legend: "",
+            view.text: output_html([], {}), view.answer: "", view.check: sampling_html(None, COMMITTED, {}, True)}
 
 
 def _step_on_screen(view: View, user: Player) -> dict:
@@ -90,7 +99,7 @@ def _step_on_screen(view: View, user: Player) -> dict:
     run, rec, stage = user.run, user.run.records[user.cursor], user.stage
     upto = user.cursor if stage == COMMITTED else user.cursor - 1  # the last step whose tokens are in the text
     return {
-        view.caption: step_caption(rec, stage, run.pieces, run.prompt_tokens),
+        view.caption: step_caption(rec, stage, run.pieces, run.prompt_tokens, run.settings.method),
         view.tree: tree_svg(rec, run.pieces, stage),
         view.legend: legend_html(proposers_in(run.records[: user.cursor + 1]), key=run.settings.method != AR),
         view.check: sampling_html(rec, stage, run.pieces, run.settings.decode.greedy),
@@ -108,7 +117,7 @@ def picture(view: View, user: Player, message: str, charts: bool = True) -> dict
     out = {view.status: status_html(message, user.run.notes if user.run else ()), view.state: user,
            view.load_note: user.note, **controls(view, user)}
     shown = user.run is not None and user.cursor >= 0
-    out.update(_step_on_screen(view, user) if shown else _blank(view))
+    out.update(_step_on_screen(view, user) if shown else _blank(view, user))
     if charts or not user.charts:
         upto = -1 if not shown else user.cursor if user.stage == COMMITTED else user.cursor - 1
         user.charts = _charts(view, user, upto)

@@ -1,23 +1,26 @@
-"""The Run form as one value, turned into validated gumiho_core settings; the named tree presets.
+"""The Run form as one value, checked and turned into a `Request`: what the visitor asked for. Which tree each lane
+then gets is the engine's one tree resolution (gumiho_core.resolve_tree), given this device's measurement: the
+backend resolves a Request into the run's Settings.
 
-Every check here raises GumihoError with a message that can be shown as is; gumiho_core's own
-config classes do the range checks, so the app and the CLI agree on what is allowed.
+Every check here raises GumihoError with a message that can be shown as is; gumiho_core's own config classes do
+the range checks, so the app and the CLI agree on what is allowed.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
 
-from gumiho_core import (MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_TREE_DEPTH, TREE_FIELDS, DecodeConfig, GumihoError,
-                         TreeConfig, check_method)
+from gumiho_core import (AR, AUTO, CLASSROOM, CUSTOM, EAGLE, FASTEST, GUMIHO, MAX_NEW_TOKENS, MAX_PROMPT_CHARS,
+                         MAX_TREE_DEPTH, MEDUSA, METHODS, PAPER, SMALL, TREE_FIELDS, TREE_PRESETS,
+                         TREE_REQUESTS, REGISTRY, DecodeConfig, GumihoError, TreeConfig, check_method, preset_of)
 
 from .limits import lone_surrogate
-from .state import Settings
-# auto: the fastest tree measured on this device that uses the MLP heads; fastest: of any depth (TreeChoice), as
-# the CLI's --tree auto and --tree fastest. Both are known only once the device is measured.
-AUTO, FASTEST, CUSTOM = "auto", "fastest", "custom"
-MEASURED = (AUTO, FASTEST)
-API_TREES = ("auto", "fastest", "paper")  # the endpoint's choices, as the CLI's --tree
+
+DEFAULT_PRESET = CLASSROOM  # the page teaches: every head in every step (the CLI and the bench put speed first)
+PRESET_MENU = (CLASSROOM, FASTEST, AUTO, PAPER, SMALL, CUSTOM)  # the page's tree menu, in order
+OLD_PRESETS = {"small (CPU)": SMALL}  # the name it had before the engine named the presets (run files, API callers)
+RACE_DEFAULT = (GUMIHO, EAGLE, MEDUSA, AR)  # the race's lanes on a new page, where their heads load
+API_TREES = TREE_REQUESTS  # the endpoint's choices, as the CLI's --tree
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,8 @@ class Form:
     """The Run form: the values a handler gets, as the visitor left them (not yet checked).
 
     The layout builds the same dataclass with a component in each field, so the page's inputs, the
-    handler's values and the "run" API's parameters share this one order.
+    handler's values and the "run" API's parameters share this one order (a field added since comes last:
+    older API callers send the others by position).
     """
 
     prompt: str
@@ -42,6 +46,7 @@ class Form:
     depth: float
     delay: float  # seconds per animation picture
     fast: bool  # one picture per step
+    race: list | None = None  # the methods that race on the same prompt (None: the page's default)
 
     @property
     def inputs(self) -> list:
@@ -54,37 +59,39 @@ class Form:
         return [getattr(self, k) for k in TREE_FIELDS]
 
 
-def tree_presets(device: str | None = None) -> dict[str, TreeConfig]:
-    """Named tree shapes, in menu order. `device` is for presets that depend on the hardware."""
-    return {
-        "paper": TreeConfig(),  # the authors' 64-node tree
-        "small (CPU)": TreeConfig(top_k=6, mlp_topk=6, pruning=8, total_tokens=16),  # verification is costly on a CPU
-    }
+@dataclass(frozen=True)
+class Request:
+    """A run as asked for: the method shown step by step, the methods racing it, and the tree request that every
+    drafting lane resolves in its own mode (the same budget for all)."""
+
+    prompt: str
+    method: str
+    decode: DecodeConfig
+    tree: str  # a request of TREE_REQUESTS, or CUSTOM with `shape`
+    shape: TreeConfig | None = None  # the tree fields, for CUSTOM
+    race: tuple[str, ...] | None = None  # the other drafting methods racing it (None: RACE_DEFAULT's that load);
+    # plain decoding always runs beside them
 
 
-def fallback_preset(device: str) -> str:
-    """What "auto" uses until this device has been measured: the authors' tree on a GPU, a small one on a CPU."""
-    return "paper" if device.startswith("cuda") else "small (CPU)"
+def member_label(member: str) -> str:
+    """A drafter of the family as the page names it: the label of the first method that drafts with it
+    ("Gumiho", "EAGLE-2 style", "Medusa style")."""
+    return next(m.label for m in REGISTRY.values() if m.drafter == member)
 
 
-def preset_choices(device: str | None = None) -> list[str]:
-    """The preset menu: auto first (the default), fastest, the fixed shapes, then custom."""
-    return [*MEASURED, *tree_presets(device), CUSTOM]
+def method_choices(methods) -> list[tuple[str, str]]:
+    """The Method radio: each method that can run, by the name a newcomer understands."""
+    return [(REGISTRY[m].label, m) for m in methods]
 
 
-def tree_source(preset: str) -> str:
-    """Where a fixed (not auto) tree came from, in the words the CLI's tree_source uses."""
-    named = {"paper": "the authors' tree", "small (CPU)": "the small (CPU) preset"}
-    return named.get(preset, "the tree fields (custom)")
+def race_choices(methods) -> list[tuple[str, str]]:
+    """The race's choices: every drafting method that can run (plain decoding always races)."""
+    return [(REGISTRY[m].label, m) for m in methods if m != AR]
 
 
-def preset_name(tree: TreeConfig, device: str | None = None) -> str:
-    """The preset whose shape equals `tree` (the mode aside), or "custom"."""
-    shape = {k: getattr(tree, k) for k in TREE_FIELDS}
-    for name, cfg in tree_presets(device).items():
-        if shape == {k: getattr(cfg, k) for k in TREE_FIELDS}:
-            return name
-    return CUSTOM
+def race_value(methods) -> list[str]:
+    """What a new page ticks for the race: RACE_DEFAULT's drafting methods that can run."""
+    return [m for m in RACE_DEFAULT if m in methods and m != AR]
 
 
 def whole(value, name: str) -> int:
@@ -121,6 +128,16 @@ def tree_settings(values) -> TreeConfig:
     return tree
 
 
+def preset_fields(name: str) -> TreeConfig | None:
+    """The shape a fixed preset fills the tree fields with (an old name too); None for the measured ones and custom."""
+    return TREE_PRESETS.get(OLD_PRESETS.get(name, name))
+
+
+def preset_name(tree: TreeConfig) -> str:
+    """The preset whose shape the tree fields hold, or "custom"."""
+    return preset_of(tree)
+
+
 def check_prompt(prompt) -> str:
     if not isinstance(prompt, str):
         raise GumihoError(f"the prompt must be text; got {type(prompt).__name__}")
@@ -135,23 +152,39 @@ def check_prompt(prompt) -> str:
     return prompt
 
 
-def parse_settings(form: Form, device: str) -> Settings:
-    """All the form's values at once; the first bad one raises. With preset "auto" or "fastest" the tree fields
-    are ignored and the tree stays None until the runner settles it for this device."""
+def check_race(method: str, race) -> tuple[str, ...] | None:
+    """The drafting methods racing `method`, each once, in the registry's order (plain decoding always races);
+    None stays None: the default race, of the methods that load."""
+    if race is None:
+        return None
+    if isinstance(race, str) or not all(isinstance(m, str) for m in race):
+        raise GumihoError(f"the race must be a list of method names; got {race!r}")
+    names = {check_method(m) for m in race}
+    return tuple(m for m in METHODS if m in names and m not in (method, AR))
+
+
+def tree_request(preset, values) -> tuple[str, TreeConfig | None]:
+    """The tree the form asks for: a request by name (an old name read as the new), or the fields (custom)."""
+    name = OLD_PRESETS.get(preset, preset)
+    if name in TREE_REQUESTS:
+        return name, None
+    if name != CUSTOM:
+        raise GumihoError(f"tree preset must be one of {', '.join(PRESET_MENU)}; got {preset!r}")
+    return CUSTOM, tree_settings(values)
+
+
+def parse_request(form: Form) -> Request:
+    """All the form's values at once; the first bad one raises. A named preset ignores the tree fields."""
     decode = decode_settings(form.max_new_tokens, form.temperature, form.top_p, form.seed)
     prompt, method = check_prompt(form.prompt), check_method(form.method)
-    if form.preset in MEASURED:
-        return Settings(prompt, method, decode, None, form.preset)
-    tree = tree_settings(form.tree)
-    name = preset_name(tree, device)
-    return Settings(prompt, method, decode, tree, name, tree_source(name))
+    tree, shape = tree_request(form.preset, form.tree)
+    return Request(prompt, method, decode, tree, shape, check_race(method, form.race))
 
 
-def api_settings(prompt, method, max_new_tokens, temperature, seed, tree: str = AUTO) -> Settings:
-    """The endpoint's values; everything it does not take is the CLI's default (tree auto, top_p 1)."""
+def api_settings(prompt, method, max_new_tokens, temperature, seed, tree: str = AUTO) -> Request:
+    """The endpoint's values; everything it does not take is the CLI's default (tree auto, top_p 1, no race)."""
     if tree not in API_TREES:
         raise GumihoError(f"tree must be one of {', '.join(API_TREES)}; got {tree!r}")
     decode = decode_settings(max_new_tokens, temperature, DecodeConfig.top_p, seed)
-    fixed = None if tree in MEASURED else TreeConfig()
-    return Settings(check_prompt(prompt), check_method(method), decode, fixed, tree,
-                    "" if fixed is None else tree_source(tree))
+    return Request(check_prompt(prompt), check_method(method), decode, tree)
+

@@ -10,14 +10,14 @@ from gumiho_core import DecodeConfig, StepRecord, TreeChoice, TreeConfig
 
 @dataclass(frozen=True)
 class Settings:
-    """What the user asked for, validated. An "auto" request has no tree until the runner settles it."""
+    """A run's settings, its tree resolved (gumiho_core.resolve_tree) for the method shown step by step."""
 
     prompt: str
     method: str
     decode: DecodeConfig
-    tree: TreeConfig | None
-    preset: str  # as shown: "paper", "custom", "auto", or "auto → small (CPU)" while this device is unmeasured
-    tree_source: str = ""  # why this tree: the auto choice's summary, or the preset's name
+    tree: TreeConfig  # the method's tree (plain decoding: the request as Gumiho would draft it, for its rivals)
+    preset: str  # as shown: "classroom", "paper", "custom", "auto", or "auto → small" while this device is unmeasured
+    tree_source: str = ""  # why this tree: the measured choice's summary, or the preset's name
 
 
 @dataclass
@@ -33,13 +33,16 @@ class Run:
     clock: list[float] = field(default_factory=list)  # compute seconds after each record; animation excluded
     baseline: list[tuple[int, float]] = field(default_factory=list)  # plain decoding: (tokens, seconds) per step
     baseline_ids: list[int] = field(default_factory=list)
+    baseline_done: bool = False  # plain decoding has ended (its last step is in `baseline`)
     pieces: dict[int, str] = field(default_factory=dict)  # token id -> its text, for every token on screen
     special_ids: set[int] = field(default_factory=set)
     text: str = ""  # the answer as the tokenizer decodes it (what the CLI prints)
     dtype: str = ""  # the target's dtype ("float32", "bfloat16", ...); "" if not recorded (older run files)
-    # The race (not saved in run files): every other drafting method on the same prompt and tree shape,
-    # interleaved with this run step by step, and the device's measured verify cost (n -> seconds / plain step).
+    # The race: the other drafting methods the visitor picked, on the same prompt and tree request (each its own
+    # tree, in its own mode), interleaved with this run step by step; and the device's measured verify cost
+    # (n -> seconds / plain step), not saved.
     rivals: dict[str, list[StepRecord]] = field(default_factory=dict)
+    rival_trees: dict[str, TreeConfig] = field(default_factory=dict)
     verify_ratios: dict[int, float] = field(default_factory=dict)
 
     @property
@@ -58,24 +61,29 @@ class Run:
     def add_baseline(self, record: StepRecord) -> None:
         self.baseline.append((record.total_new_tokens, record.compute_s))
         self.baseline_ids += record.new_token_ids
+        self.baseline_done = record.done
 
 
 @dataclass(frozen=True)
 class ServerStatus:
-    """What the server is doing, as the status lines show it: the models and the auto tree."""
+    """What the server is doing, as the status lines show it: the models, the drafters, the measurements."""
 
     target_spec: str  # as the app was started (a name, a folder or a hub id)
     device: str
     load_error: str | None  # why the models could not be loaded (scrubbed), while they are not
     target_name: str | None  # None until the models are loaded
-    drafter_origin: str | None  # where the drafter came from; None: no drafter
-    drafter_trained: bool  # False for random heads (exact output, little speedup)
-    drafter_error: str | None  # why there is no drafter
-    measuring: str | None  # progress of the auto tree's measurement, while it runs
-    choices: dict[str, TreeChoice]  # the measured auto tree per drafting mode
-    auto_tree: TreeConfig  # what auto means for gumiho now
-    auto_why: str  # ... and why: the measured choice's summary, or why the fallback
-    settled: bool  # the auto tree is known, or known to stay the fallback
+    drafters: dict[str, tuple[str, bool]]  # member -> (where its heads came from, trained)
+    drafter_errors: dict[str, str]  # member -> why it has no heads
+    not_trained: tuple[str, ...]  # members whose heads do not ship for this model yet
+    methods: tuple[str, ...]  # the methods that can run (before the load: those that should)
+    measuring: str | None  # progress of a measurement, while it runs
+    again: bool  # ... which was asked for (Measure again), not the first
+    choices: dict[str, TreeChoice]  # the measured trees per method
+    gaps: dict[str, float]  # method -> a run's step cost this far off the prediction: perhaps out of date
+    errors: dict[str, str]  # method (or "all") -> why measuring failed
+    policy: str  # measure, cached, off
+    verify_ratios: dict[int, float]  # n -> verifying n tokens here, in plain steps (measured)
+    settled: bool  # the first measurement is known, or known not to come
 
     @property
     def ready(self) -> bool:
@@ -88,5 +96,5 @@ class ServerStatus:
 
     @property
     def final(self) -> bool:
-        """Nothing here will change on its own any more (a measurement again, after a run, is news)."""
+        """Nothing here will change on its own any more (a measurement asked for later is news)."""
         return (self.settled and self.measuring is None) or self.failed

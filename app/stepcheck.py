@@ -14,7 +14,7 @@ from gumiho_core import (AR, AUTOREGRESSIVE, HYBRID, MAX_TREE_DEPTH, MLP_HEAD, P
 from . import checks as c
 
 _SERIAL = {f"{SERIAL_STEP}{d}": d for d in range(1, MAX_TREE_DEPTH + 1)}
-_MLP = {f"{MLP_HEAD}{m}": m for m in range(1, MAX_TREE_DEPTH)}
+_MLP = {f"{MLP_HEAD}{m}": m for m in range(1, MAX_TREE_DEPTH + 1)}
 _PER_STEP = "tokens per step: the accepted path and the bonus"
 
 
@@ -85,11 +85,11 @@ def _tree(t, where: str, cfg: TreeConfig) -> None:
 
 
 def _proposers(t, where: str, mode: str) -> set[str]:
-    """One known proposer per depth: serial<depth>, or (Gumiho) MLP head m below the serial steps; the drafting
-    phases the nodes came from."""
+    """One known proposer per depth: serial<depth>, or (hybrid mode) MLP head m at depth m or deeper (Medusa's
+    head m drafts depth m; Gumiho's, depth m + its serial steps); the drafting phases the nodes came from."""
     by_depth = {0: ROOT}
     for i, (p, level) in enumerate(zip(t.proposer, t.depth)):
-        ok = p == ROOT if i == 0 else _SERIAL.get(p) == level or mode == HYBRID and _MLP.get(p, level) < level
+        ok = p == ROOT if i == 0 else _SERIAL.get(p) == level or mode == HYBRID and _MLP.get(p, level + 1) <= level
         if not ok:
             c.refuse(f"{where}.proposer[{i}] is {c.kind(p)}; a node at depth {level} is proposed by "
                      f"{SERIAL_STEP}{level}" + (f" or an MLP head ({MLP_HEAD}1…)" if mode == HYBRID and i else ""))

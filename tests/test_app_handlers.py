@@ -1,15 +1,14 @@
 """The page's handlers driven directly with the default model (no server): runs, Stop, the API, failures."""
 import json
-import re
 
 import pytest
 from app_data import fake_choice, form, needs_default
 
 from app.player import Player
-from app.render.stats import run_stats
-from app.settings import AUTO, api_settings, parse_settings, tree_presets
+from app.render.stats import numbers
+from app.settings import api_settings, parse_request
 from app.stages import COMMITTED
-from gumiho_core import GumihoError
+from gumiho_core import AUTO, SMALL, TREE_PRESETS, GumihoError
 
 PROMPT = "Name three colours of the rainbow."
 PAPER_FLAGS = ["--top-k", "14", "--mlp-topk", "35", "--pruning", "35", "--total-tokens", "64", "--depth", "7"]
@@ -33,15 +32,17 @@ def cli_json(capsys, *argv) -> dict:
 
 
 def run_handler(models, view, user, prompt=PROMPT, method="gumiho", max_new_tokens=12, fast=True,
-                preset="small (CPU)", compute=None):
+                preset="small", compute=None, race=("gumiho-serial",)):
+    """The Run event with the small tree; Gumiho's heads race in both modes (the default model's only trained
+    heads) beside plain decoding."""
     from app.handlers import on_run
 
     return on_run(view, models, compute, user, form(prompt=prompt, method=method, max_new_tokens=max_new_tokens,
-                                                    preset=preset, fast=fast))
+                                                    preset=preset, fast=fast, race=list(race)))
 
 
 RUN_INPUTS = ["prompt", "method", "max-new-tokens", "temperature", "top-p", "seed", "preset", "tree-top_k",
-              "tree-mlp_topk", "tree-pruning", "tree-total_tokens", "tree-depth", "delay", "fast"]
+              "tree-mlp_topk", "tree-pruning", "tree-total_tokens", "tree-depth", "delay", "fast", "race"]
 
 
 def test_the_run_event_takes_the_form_in_the_order_its_clients_send():
@@ -81,7 +82,7 @@ def test_pause_next_prev_resume_and_the_text_equals_the_clis(app_view, capsys):
     assert user.run.baseline_ids[: len(cli["token_ids"])] == cli["token_ids"]  # the interleaved plain run
     assert last[view.answer] == cli["text"] and "gm-node" in last[view.tree] and last[view.speed] is not None
     steps = len(user.run.records) - 1
-    assert run_stats(user.run).mean_accept_len == pytest.approx((len(cli["token_ids"]) - 1) / steps)
+    assert numbers(user.run).main.tokens_per_pass == pytest.approx((len(cli["token_ids"]) - 1) / steps)
 
 
 @needs_default
@@ -135,15 +136,19 @@ def test_stop_during_a_lane_step_is_never_overwritten_by_that_steps_picture(app_
 
 @needs_default
 @pytest.mark.parametrize("prompt,message", [("  ", "the prompt is empty"),
-                                            ("sea " * 3000, "this app takes at most 2048")])
-def test_bad_prompts_fail_before_anything_changes(app_view, prompt, message):
-    import gradio as gr
-
+                                            ("sea " * 3000, "this app takes at most 2,048: shorten it.")])
+def test_bad_prompts_are_refused_on_the_status_line_with_one_line_in_the_log(app_view, prompt, message, caplog):
+    """Issue #52: a refusal stays on the status line (a toast faded), with advice a visitor can follow, and the
+    server's log gets one line for it, not a traceback."""
     models, view = app_view
     user = Player()
-    with pytest.raises(gr.Error, match=message):
-        list(run_handler(models, view, user, prompt=prompt))
-    assert user.run is None and not user.busy
+    with caplog.at_level("INFO"):
+        frames = list(run_handler(models, view, user, prompt=prompt))
+    status = frames[-1][view.status]
+    assert message in status and "Not run:" in status and "--max-prompt-tokens" not in status
+    assert user.run is None and not user.busy and set(frames[-1]) == set(view.outputs)
+    refused = [r for r in caplog.records if message.split(":")[0] in r.getMessage()]
+    assert len(refused) == 1 and refused[0].exc_info is None
 
 
 @needs_default
@@ -179,11 +184,12 @@ def test_a_run_with_preset_auto_says_which_tree_it_used(app_view):
     user = Player()
     frames = list(run_handler(models, view, user, preset=AUTO, max_new_tokens=4))
     s = user.run.settings
-    assert s.preset == "auto → small (CPU)" and s.tree == tree_presets()["small (CPU)"]
-    assert any("tree <i>auto → small (CPU)</i> (not measured here yet): 16 nodes" in str(f.get(view.status, ""))
+    assert s.preset == "auto → small" and s.tree == TREE_PRESETS[SMALL]
+    assert user.run.rival_trees["gumiho-serial"] == TREE_PRESETS[SMALL].with_(mode="serial")  # the same request
+    assert any("tree <i>auto → small</i> (not measured here yet): 16 nodes" in str(f.get(view.status, ""))
                for f in frames)
     how = frames[-1][view.how]  # the run's names are escaped for Markdown (a backslash before each punctuation mark)
-    assert "**The draft tree.**" in how and r"the small \(CPU\) tree until this device is measured" in how
+    assert "**The tree on screen.**" in how and "this device is not measured for gumiho yet" in how
 
 
 def _lane_steps(run) -> int:
@@ -198,10 +204,10 @@ def test_pause_cuts_the_race_between_any_two_lanes_and_it_goes_on_where_it_stopp
     from app.render.race import race_html
 
     models, _ = app_view
-    settings = parse_settings(form(prompt=PROMPT, max_new_tokens=12, preset="small (CPU)"), "cpu")
-    whole = compute_run(models, settings)
+    request = parse_request(form(prompt=PROMPT, max_new_tokens=12, preset="small", race=["gumiho-serial"]))
+    whole = compute_run(models, request)
     player, cuts = Player(fast=True), 0
-    player.load(*start_run(models, settings), models.live)
+    player.load(*start_run(models, request), models.live)
     while player.can_compute:
         player.begin()
         for _ in range(cuts % 3 + 1):  # the visitor pauses after 1, 2 or 3 ticks
@@ -268,17 +274,18 @@ def test_a_drafter_of_another_target_leaves_plain_decoding_working(app_view, tmp
     loaded = other.get()
     assert loaded.drafter is None and "belongs to another model" in loaded.drafter_error
     assert str(tmp_path) not in loaded.drafter_error and "…/pytorch_model.bin" in loaded.drafter_error
-    assert "only plain decoding (ar) works" in model_line(other.status())
-    run, live = start_run(other, parse_settings(form(method="ar", max_new_tokens=3), "cpu"))
-    assert live.can_compute
-    with pytest.raises(GumihoError, match="needs the drafter, which could not be loaded.*method ar"):
-        start_run(other, parse_settings(form(method="gumiho"), "cpu"))
+    assert "only plain decoding works" in model_line(other.status()) and other.methods() == ("ar",)
+    run, live = start_run(other, parse_request(form(method="ar", max_new_tokens=3)))
+    assert live.can_compute and not run.rivals  # the default race: only the drafters that load
+    with pytest.raises(GumihoError, match="needs the gumiho drafter, which could not be loaded.*method ar"):
+        start_run(other, parse_request(form(method="gumiho")))
 
 
 @pytest.mark.parametrize("spec,message", [("/no/such/model", "target path '…/model' does not exist"),
                                           ("nobody/no-such-model", "could not load target 'nobody/no-such-model'")])
 def test_a_target_that_cannot_load_is_reported_and_runs_say_so(monkeypatch, spec, message):
-    import gradio as gr
+    from html import escape
+
     import huggingface_hub.constants
 
     from app.backend import Backend
@@ -288,7 +295,26 @@ def test_a_target_that_cannot_load_is_reported_and_runs_say_so(monkeypatch, spec
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # an unreachable hub, minus its retries
     models = Backend(spec, "default", "cpu")
     _, view = build_view(models)
-    with pytest.raises(gr.Error, match=re.escape(message)):
-        list(run_handler(models, view, Player()))
+    assert escape(message) in list(run_handler(models, view, Player()))[-1][view.status]
     assert "could not be loaded" in model_line(models.status()) and "Load run file" in model_line(models.status())
     assert models.loader.error and "/no/such" not in models.loader.error
+
+
+@needs_default
+def test_the_race_runs_eagle_and_medusa_lanes_where_their_heads_load():
+    """Issue #50: with EAGLE-style and Medusa-style heads (untrained here: exact, just slow) the default race has a
+    lane for each, on the same prompt and tree request, each its tree in its own mode."""
+    from app.backend import Backend, compute_run
+    from app.render.race import race_html
+
+    dev = Backend("default", "default", "cpu", draft_for={"eagle": "untrained", "medusa": "untrained"})
+    run = compute_run(dev, parse_request(form(prompt=PROMPT, max_new_tokens=6, preset="classroom")))
+    assert list(run.rivals) == ["eagle", "medusa"] and run.settings.tree == TREE_PRESETS["classroom"]
+    assert run.rival_trees == {"eagle": TREE_PRESETS["classroom"].with_(mode="serial"),
+                               "medusa": TREE_PRESETS["classroom"]}
+    eagle, medusa = run.rivals["eagle"][1], run.rivals["medusa"][1]
+    assert {p.name for p in eagle.phases} >= {"serial1", "serial2", "serial3"} and set(eagle.tree.proposer) <= {
+        "root", *(f"serial{d}" for d in range(1, 8))}
+    assert [p.name for p in medusa.phases] == ["parallel"] and "mlp1" in medusa.tree.proposer
+    assert "Identical output" in race_html(run, len(run.records) - 1)
+    assert any(n.startswith("EAGLE-2 style: untrained heads") for n in run.notes)

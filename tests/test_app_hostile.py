@@ -17,11 +17,11 @@ from app.limits import MAX_BYTES
 from app.player import Player
 from app.render.charts import all_figures
 from app.render.explain import how_it_works_md, numbers_html, step_caption
-from app.render.stats import run_stats
+from app.render.stats import numbers
 from app.render.text_view import output_html
 from app.render.tree_view import layout, tree_svg
-from app.state import Settings
-from gumiho_core import DecodeConfig, DraftTree, TreeConfig
+from app.settings import Request
+from gumiho_core import DecodeConfig, DraftTree
 
 import tiny  # noqa: F401, I001  (first: it puts scripts/ on sys.path)
 from hostile_runs import synthetic_run  # noqa: E402
@@ -44,8 +44,7 @@ REPLACEMENTS = {
 def exported(tiny_pair, one_thread) -> dict:
     """A real run, as Export writes it: the tiny pair decoding with the paper tree (64 nodes, depth 7)."""
     backend = Backend(str(tiny_pair[0]), str(tiny_pair[1]), "cpu", auto_tree="off")
-    settings = Settings("w1 w2 w3 w4", "gumiho", DecodeConfig(max_new_tokens=12), TreeConfig(), "paper", "the paper")
-    run = compute_run(backend, settings)
+    run = compute_run(backend, Request("w1 w2 w3 w4", "gumiho", DecodeConfig(max_new_tokens=12), "paper"))
     assert len(run.records) >= 3 and run.dtype == "float32"
     return json.loads(runfile.dumps(run))
 
@@ -82,7 +81,7 @@ def _render_all(run, charts: bool) -> int:
         size = max(size, len(tree_svg(rec, run.pieces)) + len(step_caption(rec, "committed", run.pieces,
                                                                             run.prompt_tokens))
                    + len(output_html(run.records[: i + 1], run.pieces, run.special_ids, highlight=rec.index)))
-    stats = run_stats(run)
+    stats = numbers(run)
     if charts:
         all_figures(run, len(run.records) - 1)
     return size + len(numbers_html(stats)) + len(how_it_works_md(run, stats))
@@ -193,7 +192,7 @@ def test_json_that_would_cost_too_much_to_parse_is_refused_before_parsing(text, 
 def test_markup_in_names_is_shown_as_text_in_how_it_works(exported):
     run = runfile.loads(json.dumps({**exported, "preset": MARKUP, "tree_source": MARKUP, "prompt": MARKUP,
                                     "notes": [MARKUP]}))
-    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(how_it_works_md(run, run_stats(run)))
+    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(how_it_works_md(run, numbers(run)))
     assert "<a" not in html and "<img" not in html and "<strong>b" not in html and "evil.example/x.png" in html
 
 

@@ -4,11 +4,12 @@ import math
 import re
 
 import pytest
-from app_data import make_run
+from app_data import make_run, with_rival
 
 from app import runfile
-from app.render.stats import run_stats
 from app.player import Player
+from app.render.lanes import lanes
+from app.render.stats import numbers
 from app.state import Settings
 from gumiho_core import DecodeConfig, TreeConfig
 
@@ -27,7 +28,8 @@ def test_a_run_file_round_trips(tmp_path):
     assert back.pieces == run.pieces and back.clock == pytest.approx(run.clock)
     assert back.baseline == [(n, pytest.approx(t)) for n, t in run.baseline]
     assert back.settings == run.settings and back.text == run.text and back.special_ids == {99}
-    assert run_stats(back).mean_accept_len == run_stats(run).mean_accept_len
+    assert _summary(back) == _summary(run)
+    assert json.loads(path.read_text())["version"] == 1  # no other drafting lane: the first version, as before
 
 
 def _broken(change) -> str:
@@ -39,7 +41,7 @@ def _broken(change) -> str:
 @pytest.mark.parametrize("text,message", [
     ("{not json", "not valid JSON"),
     ("[1, 2]", "not a run file of this app"),
-    (_broken(lambda d: d.update(version=99)), "version 99 is not supported"),
+    (_broken(lambda d: d.update(version=99)), "version 99 is not supported (this app reads 1 and 2)"),
     (_broken(lambda d: d.update(records="x")), "field 'records' must be a list"),
     (_broken(lambda d: d["records"][1].pop("verdict")), "a speculative step needs a tree and a verdict"),
     (_broken(lambda d: d["records"][1].pop("index")), "step 1 lacks the field 'index'"),
@@ -65,6 +67,49 @@ def _broken(change) -> str:
 def test_a_malformed_run_file_gives_a_clear_message(text, message):
     with pytest.raises(runfile.RunFileError, match=re.escape(message)):
         runfile.loads(text)
+
+
+def test_a_race_file_keeps_every_lane_and_replays_the_whole_race(tmp_path):
+    run = with_rival(make_run())
+    data = json.loads(runfile.dumps(run))
+    assert data["version"] == 2 and [lane["method"] for lane in data["lanes"]] == ["eagle"]
+    assert data["lanes"][0]["tree"]["mode"] == "serial" and data["baseline_done"] is True
+    back = runfile.loads(json.dumps(data))
+    assert back.rival_trees == run.rival_trees
+    assert [[r.to_dict() for r in back.rivals["eagle"]]] == [[r.to_dict() for r in run.rivals["eagle"]]]
+    assert [lane.method for lane in lanes(back, 2)] == ["gumiho", "eagle", "ar"]
+    assert _summary(back) == _summary(run)
+
+
+def _summary(run) -> list:
+    """Every lane's numbers as the panels show them (the file rounds times to microseconds)."""
+    return [(n.method, n.tokens, n.steps, n.reached, n.accepted, round(n.speedup, 3), round(n.seconds, 3))
+            for n in numbers(run).lanes]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["lanes"].append(dict(d["lanes"][0])), "a second lane of method 'eagle'"),
+    (lambda d: d["lanes"][0].update(method="gumiho"), "a second lane of method 'gumiho' (the run's own"),
+    (lambda d: d["lanes"][0].update(method="ar"), "lane 0: field 'method' must be one of gumiho, eagle"),
+    (lambda d: d["lanes"][0]["records"][1].update(index=5), "lane eagle: step 1 of the run file says it is step 5"),
+    (lambda d: d["lanes"][0]["records"][1]["tree"].update(proposer=["root"] + ["mlp1"] * 7),
+     "lane eagle: step 1: tree.proposer[1] is text 'mlp1'"),
+])
+def test_a_race_files_lanes_are_checked_like_the_run(change, message):
+    data = json.loads(runfile.dumps(with_rival(make_run())))
+    change(data)
+    with pytest.raises(runfile.RunFileError, match=re.escape(message)):
+        runfile.loads(json.dumps(data))
+
+
+def test_a_first_version_file_of_an_older_app_still_loads():
+    """A run file of before the race's lanes, its preset by an old name and its method by its old name."""
+    data = runfile.to_dict(make_run("serial"))
+    data.update(preset="small (CPU)", method="serial")
+    data["tree"]["mode"] = "gumiho"
+    back = runfile.loads(json.dumps(data))
+    assert back.settings.method == "gumiho-serial" and back.settings.preset == "small (CPU)" and not back.rivals
+    assert back.settings.tree.mode == "hybrid" and back.baseline_done
 
 
 def test_a_run_file_saved_before_the_auto_tree_still_loads():

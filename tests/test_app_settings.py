@@ -1,27 +1,38 @@
-"""The Run form and the API's values turned into settings, with clear messages for bad ones."""
+"""The Run form and the API's values turned into requests, with clear messages for bad ones; the page's trees are
+the engine's (gumiho_core.resolve_tree), classroom by default."""
 import math
 import re
 
 import pytest
 from app_data import form
 
-from app.settings import AUTO, api_settings, parse_settings, preset_name, tree_presets
-from gumiho_core import DecodeConfig, GumihoError, TreeConfig
+from app.settings import (CUSTOM, DEFAULT_PRESET, PRESET_MENU, api_settings, check_race, parse_request, preset_fields,
+                          preset_name)
+from gumiho_core import CLASSROOM, SMALL, TREE_PRESETS, DecodeConfig, GumihoError, TreeConfig
 
 
-def test_form_values_become_settings():
-    s = parse_settings(form(max_new_tokens=24.0), "cpu")
-    assert s.decode.max_new_tokens == 24 and s.tree.total_tokens == 16 and s.preset == "small (CPU)"
-    auto = parse_settings(form(preset=AUTO, top_k=None), "cpu")  # auto ignores the fields, even an empty one
-    assert auto.tree is None and auto.preset == AUTO
-    assert parse_settings(form(top_k=14, mlp_topk=35, pruning=35, total_tokens=64), "cpu").preset == "paper"
+def test_form_values_become_a_request():
+    r = parse_request(form(max_new_tokens=24.0))
+    assert r.decode.max_new_tokens == 24 and r.tree == CUSTOM and r.shape.total_tokens == 16 and r.race is None
+    auto = parse_request(form(preset="auto", top_k=None))  # a named request ignores the fields, even an empty one
+    assert auto.tree == "auto" and auto.shape is None
+    assert parse_request(form(preset="small (CPU)")).tree == SMALL  # the old name, as API callers send it
+    assert preset_name(TreeConfig(top_k=14, mlp_topk=35, pruning=35, total_tokens=64)) == "paper"
     assert preset_name(TreeConfig(top_k=3)) == "custom"
-    assert set(tree_presets()) >= {"paper", "small (CPU)"}
+    assert DEFAULT_PRESET == CLASSROOM == PRESET_MENU[0] and preset_fields(CLASSROOM) == TREE_PRESETS[CLASSROOM]
+
+
+def test_the_race_is_the_other_drafting_methods_in_registry_order():
+    assert parse_request(form(race=["ar", "medusa", "gumiho", "serial", "eagle"])).race == (
+        "eagle", "medusa", "gumiho-serial")  # the run's own and plain decoding race anyway; "serial" is an alias
+    assert check_race("eagle", ["gumiho", "eagle"]) == ("gumiho",)
+    with pytest.raises(GumihoError, match="method must be one of"):
+        check_race("gumiho", ["hydra"])
 
 
 @pytest.mark.parametrize("overrides,message", [
     (dict(prompt="   "), "the prompt is empty"),
-    (dict(method="fast"), "method must be one of gumiho, serial, ar"),
+    (dict(method="fast"), "method must be one of gumiho, eagle, medusa, gumiho-serial, ar"),
     (dict(max_new_tokens=0), "max_new_tokens must be an integer >= 1"),
     (dict(max_new_tokens=5000), "at most 1024"),
     (dict(max_new_tokens=2.5), "max new tokens must be a whole number"),
@@ -29,18 +40,19 @@ def test_form_values_become_settings():
     (dict(top_k=None), "top_k is empty"),
     (dict(total_tokens=1), "total_tokens must be an integer in [2, 1024]"),
     (dict(seed=math.inf), "seed must be a whole number"),
+    (dict(preset="huge"), "tree preset must be one of classroom, fastest, auto, paper, small, custom"),
+    (dict(race="eagle"), "the race must be a list of method names"),
 ])
 def test_bad_form_values_give_a_clear_message(overrides, message):
     with pytest.raises(GumihoError, match=re.escape(message)):
-        parse_settings(form(**overrides), "cpu")
+        parse_request(form(**overrides))
 
 
-def test_api_settings_are_the_clis_defaults():
-    s = api_settings("hi", "serial", 24, 0.0, 3)
-    assert s.tree is None and s.preset == AUTO and s.decode == DecodeConfig(max_new_tokens=24, seed=3)
-    paper = api_settings("hi", "serial", 24, 0.0, 3, tree="paper")
-    assert paper.tree == TreeConfig() and paper.tree_source == "the authors' tree"
-    with pytest.raises(GumihoError, match="tree must be one of auto, fastest, paper; got 'big'"):
+def test_api_settingss_are_the_clis_defaults():
+    r = api_settings("hi", "serial", 24, 0.0, 3)
+    assert r.tree == "auto" and r.method == "gumiho-serial" and r.decode == DecodeConfig(max_new_tokens=24, seed=3)
+    assert api_settings("hi", "gumiho", 24, 0.0, 3, tree="classroom").tree == "classroom"
+    with pytest.raises(GumihoError, match="tree must be one of auto, fastest, paper, classroom, small; got 'big'"):
         api_settings("hi", "gumiho", 24, 0.0, 3, tree="big")
 
 

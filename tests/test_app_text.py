@@ -32,8 +32,26 @@ def test_legend_lists_each_proposer_once_in_a_fixed_order():
 
 def test_captions_say_what_each_stage_shows():
     rec = record()
-    assert "Serial head, step 1" in step_caption(rec, "serial1", PIECES, 7)
+    assert "Transformer, step 1:</b> the 2-layer transformer" in step_caption(rec, "serial1", PIECES, 7)
+    assert "the 1-layer transformer" in step_caption(rec, "serial1", PIECES, 7, "eagle")
     assert "MLP heads, all at once" in step_caption(rec, "parallel", PIECES, 7)
     assert "accepts 2 drafted tokens" in step_caption(rec, VERIFIED, PIECES, 7)
     assert "3 tokens" in step_caption(rec, COMMITTED, PIECES, 7)
     assert "prefill" in step_caption(prefill(), COMMITTED, PIECES, 7)
+
+
+def test_the_idle_caption_follows_the_method_chosen():
+    from app.render.explain import step_caption_placeholder
+
+    assert "2-layer transformer drafts tokens 1 and 2" in step_caption_placeholder("gumiho")
+    assert "1-layer transformer drafts every token" in step_caption_placeholder("eagle")
+    assert "MLP heads read the target's last hidden state" in step_caption_placeholder("medusa")
+    assert "plain decoding" in step_caption_placeholder("ar") and "EAGLE-2" not in step_caption_placeholder("ar")
+
+
+def test_the_text_has_a_legend_of_its_own_for_the_origins_it_shows():
+    html = output_html([prefill(), record()], PIECES)
+    key = html.split('class="gm-out"')[0]
+    assert "Underline: who wrote each token." in key
+    assert re.findall(r'class="gm-sw"[^>]*>([^<]+)<', key) == ["T", "S1", "S2"]
+    assert 'class="gm-sw"' not in output_html([], PIECES)  # nothing written, no key

@@ -1,147 +1,156 @@
-"""What the tree presets "auto" and "fastest" mean on this device, now: the trees gumiho_core's choose_tree
-measured here (once per device, target and drafter, cached on disk), or a fallback preset until then.
+"""This device's measured trees, per drafting method (gumiho_core.choose_tree, keyed by drafter and mode): what the
+tree requests "auto" and "fastest" mean here (gumiho_core.resolve_tree is given that measurement), and what
+verifying n tokens costs here (the line beside the page's tree preset).
 
-The measurement runs in the background after the models load; until it is there, such runs use the fallback
-and say why. The API, like the CLI, may wait for it instead. A finished run whose step costs are more than
-REMEASURE_GAP off the prediction (judge) marks the measurement stale and measures again in the background, as
-the page's "Measure again" button does (remeasure); meanwhile the old measurement stays in use.
+Measured only when asked: once in the background as the models load, for the methods not cached yet (policy
+"measure"), and again when a visitor presses "Measure this device again". A run whose step costs are far from the
+prediction gets a note, and the method's measurement is marked as perhaps out of date; nothing is measured again
+on its own while a class watches. measuring.py says where a measurement runs and how it takes turns with visitors.
 """
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+import time
 
-from gumiho_core import (REMEASURE_GAP, TREE_MODES, GumihoError, method as method_info, TreeChoice, TreeConfig, cached_tree_choice,
-                         choose_tree, mark_stale, prediction_gap)
+from gumiho_core import (DRAFTING_METHODS, MEASURED, REMEASURE_GAP, GumihoError, ResolvedTree, TreeChoice, TreeConfig,
+                         cached_tree_choice, measured_curve, method as method_info, prediction_gap, resolve_tree)
 
-from ..messages import report
-from ..settings import AUTO, FASTEST, MEASURED, fallback_preset, tree_presets
-from ..state import Run, Settings
+from ..state import Run
 from .loader import Loaded
+from .measuring import (CHOICE, DONE, ERROR, PROGRESS, QUIET_S, SPAWN, ModelSpec, StepLock, in_process, in_thread)
 
 AUTO_TREE_POLICIES = ("measure", "cached", "off")  # measure once if not cached / only read the cache / never
+ALL = "all"  # an error of the whole measurement, not of one method
 
 
-@dataclass(frozen=True)
-class AutoPick:
-    """What "auto" (or "fastest") means for a drafting mode right now."""
-
-    tree: TreeConfig
-    preset: str  # as shown: "auto", "fastest", or "auto → small (CPU)" while this device is unmeasured
-    why: str  # the measured choice's summary, or why the fallback
-
-
-class AutoTree:
-    def __init__(self, device: str, policy: str = "measure", lock=None):
+class Measurements:
+    def __init__(self, device: str, policy: str = "measure", lock: StepLock | None = None):
         if policy not in AUTO_TREE_POLICIES:
             raise GumihoError(f"auto tree policy must be one of {', '.join(AUTO_TREE_POLICIES)}; got {policy!r}")
-        self.device, self.policy, self.lock = device, policy, lock  # lock: the step lock, held per timed call
-        self.choices: dict[str, TreeChoice] = {}  # the measured trees per drafting mode, once known
-        self.measuring: str | None = None  # progress of the measurement, e.g. "gumiho 40%: timing drafting"
-        self.error: str | None = None
-        self.settled = threading.Event()  # set once the auto tree is known, or known to stay the fallback
+        self.device, self.policy = device, policy
+        self.lock = lock or StepLock()  # the step lock, held around each timed call
+        self.choices: dict[str, TreeChoice] = {}  # method -> its measured trees, once known
+        self.measuring: str | None = None  # progress of the measurement, e.g. "EAGLE-2 style 40%: timing drafting"
+        self.again = False  # the measurement running was asked for (not the first one)
+        self.errors: dict[str, str] = {}  # method (or ALL) -> why its measurement failed
+        self.gaps: dict[str, float] = {}  # method -> a run's step cost off the prediction by more than REMEASURE_GAP
+        self.settled = threading.Event()  # set once the first measurement is known, or known not to come
         self.expected = False  # a settle_all() is on its way (the background thread has started)
+        self.isolate = device == "cpu"  # measure in a process of its own (measuring.py)
+        self.quiet_until = SPAWN.Value("d", 0.0)  # time.monotonic() until which a measurement lets visitors act
         self._busy = threading.Lock()  # one measurement at a time
 
-    def settle_all(self, loaded: Loaded | None) -> None:
-        """Find the auto tree of each drafting mode: cached, else measured here once (policy "measure")."""
+    def touch(self) -> None:
+        """A visitor acts: a measurement waits for QUIET_S of quiet before its next timed call."""
+        self.quiet_until.value = time.monotonic() + QUIET_S
+
+    def settle_all(self, loaded: Loaded | None, spec: ModelSpec | None = None) -> None:
+        """Each drafting method's trees: cached, else measured here once (policy "measure")."""
         try:
-            if loaded is None or loaded.drafter is None or self.policy == "off":
+            if loaded is None or self.policy == "off":
                 return
-            with self._busy:
-                for mode in TREE_MODES:
-                    choice = cached_tree_choice(loaded.target, loaded.drafter, mode)
-                    if choice is None and self.policy == "measure":
-                        choice = self._measure(loaded, mode, refresh=False)
-                    if choice is not None:
-                        self.choices[mode] = choice
+            methods = [m for m in loaded.methods() if m in DRAFTING_METHODS]
+            for name in methods:
+                m = method_info(name)
+                choice = cached_tree_choice(loaded.target, loaded.drafters[m.drafter], m.mode)
+                if choice is not None:
+                    self.choices[name] = choice
+            missing = [m for m in methods if m not in self.choices]
+            if missing and self.policy == "measure":
+                with self._busy:
+                    self._measure(loaded, spec, missing, refresh=False)
         finally:
             self.measuring = None
             self.settled.set()
 
-    def _measure(self, loaded: Loaded, mode: str, refresh: bool) -> TreeChoice | None:
-        again = "again, " if refresh else ""
-
-        def progress(frac: float, text: str) -> None:
-            self.measuring = f"{again}{mode} drafting, {100 * frac:.0f}%: {text}"
-
-        progress(0.0, "starting")
-        try:
-            return choose_tree(loaded.target, loaded.drafter, mode, refresh=refresh, progress=progress, lock=self.lock)
-        except Exception as e:  # auto keeps its fallback (or the last measurement); the page says why
-            self.error = report(e, f"measuring the auto tree for {mode}")
-            return None
-
-    def remeasure(self, loaded: Loaded | None, modes=TREE_MODES) -> str:
-        """Measure `modes` again in a background thread; returns what the page should say."""
-        if loaded is None or loaded.drafter is None:
+    def remeasure(self, loaded: Loaded | None, spec: ModelSpec | None = None) -> str:
+        """Measure every drafting method again, in the background; returns what the page should say."""
+        methods = [m for m in loaded.methods() if m in DRAFTING_METHODS] if loaded is not None else []
+        if not methods:
             return "There is no drafter to measure trees for."
         if self._busy.locked():
             return "This device is being measured already."
-        threading.Thread(target=self._remeasure, args=(loaded, tuple(modes)), name="gumiho-remeasure",
+        threading.Thread(target=self._remeasure, args=(loaded, spec, methods), name="gumiho-remeasure",
                          daemon=True).start()
-        return "Measuring this device again in the background (1-2 minutes on a CPU); runs go on meanwhile."
+        return ("Measuring this device again in the background (a few minutes on a CPU); it pauses while anyone "
+                "acts on the page, and runs go on meanwhile.")
 
-    def _remeasure(self, loaded: Loaded, modes: tuple[str, ...]) -> None:
+    def _remeasure(self, loaded: Loaded, spec: ModelSpec | None, methods: list[str]) -> None:
         with self._busy:
             try:
-                self.error = None
-                for mode in modes:
-                    choice = self._measure(loaded, mode, refresh=True)
-                    if choice is not None:
-                        self.choices[mode] = choice
+                self.errors.clear()
+                self._measure(loaded, spec, methods, refresh=True)
             finally:
                 self.measuring = None
 
-    def judge(self, run: Run, loaded: Loaded | None) -> str | None:
-        """After a run with a measured tree: if its step costs (relative to plain steps measured alongside) are
-        more than REMEASURE_GAP off the prediction, mark the measurement stale and measure again. Returns a note
-        for the run, or None."""
-        tree = run.settings.tree
-        choice = self.choices.get(tree.mode) if tree is not None and run.settings.preset in MEASURED else None
-        if choice is None or self.policy != "measure" or method_info(run.settings.method).mode is None:
+    def _measure(self, loaded: Loaded, spec: ModelSpec | None, methods: list[str], refresh: bool) -> None:
+        self.again = refresh
+        self.measuring = "starting"
+        if self.isolate and spec is not None:
+            in_process(spec, methods, refresh, self._receive, self.lock, self.quiet_until)
+        else:
+            in_thread(loaded, methods, refresh, self._receive, self.lock, self.quiet_until)
+
+    def _receive(self, message: tuple) -> None:
+        """One report of the measurement (measuring.py): progress, a method's trees, a failure, the end."""
+        kind, name, *rest = message
+        if kind == PROGRESS:
+            frac, text = rest
+            self.measuring = f"{method_info(name).label} {100 * frac:.0f}%: {text}"
+        elif kind == CHOICE:
+            self.choices[name] = TreeChoice.from_dict(rest[0])
+            self.errors.pop(name, None)
+            self.gaps.pop(name, None)
+        elif kind == ERROR:
+            self.errors[name or ALL] = rest[0]
+        elif kind == DONE:
+            self.measuring = None
+
+    def judge(self, run: Run) -> str | None:
+        """After a run on a measured tree: if its step costs (against plain steps measured alongside) are more
+        than REMEASURE_GAP off the prediction, note it (here and on the page), and say so. Nothing is measured."""
+        s = run.settings
+        choice = self.choices.get(s.method) if s.preset in MEASURED and s.tree is not None else None
+        if choice is None:
             return None
         plain = [b - a for (_, a), (_, b) in zip(run.baseline, run.baseline[1:])]  # the prefill is the first
-        gap = prediction_gap(choice, tree, [r.seconds for r in run.records if r.tree is not None], plain)
+        gap = prediction_gap(choice, s.tree, [r.seconds for r in run.records if r.tree is not None], plain)
         if gap is None or abs(gap) <= REMEASURE_GAP:
             return None
-        mark_stale(loaded.target, loaded.drafter, tree.mode)
-        self.remeasure(loaded, (tree.mode,))
+        self.gaps[s.method] = gap
         return (f"This run's steps cost {abs(100 * gap):.0f}% {'more' if gap > 0 else 'less'} (against a plain step) "
-                f"than the measurement of this device predicted; measuring again in the background.")
+                "than this device's measurement predicted: it may be out of date. Press “Measure this device again” "
+                "(under Advanced) when no one is watching a run.")
 
-    def _why_fallback(self, models_ready: bool) -> str:
-        """Why there is no measured auto tree, said after "until this device is measured:"."""
+    def why_unmeasured(self, method: str, models_ready: bool) -> str:
+        """Why `method` has no measured trees, in a few words."""
         if not models_ready:
             return "the model is still loading"
         if self.measuring is not None:
-            return f"measuring now ({self.measuring})"
-        if self.error is not None:
-            return f"measuring failed ({self.error})"
+            return f"measuring now: {self.measuring}"
+        error = self.errors.get(method) or self.errors.get(ALL)
+        if error is not None:
+            return f"measuring failed: {error}"
         if self.policy == "off":
-            return "this app was started with --auto-tree off, so it never is"
+            return "this app was started with --auto-tree off"
         if self.policy == "cached":
-            return "no measurement is cached, and this app was started with --auto-tree cached"
+            return "none is cached, and this app was started with --auto-tree cached"
         return "the measurement has not started yet"
 
-    def pick(self, method: str, models_ready: bool, preset: str = AUTO) -> AutoPick:
-        """What `preset` ("auto" or "fastest") means for `method` right now: the measured tree, or the fallback."""
-        mode = method_info(method).mode or TREE_MODES[0]
-        choice = self.choices.get(mode)
-        if choice is not None:
-            if preset == FASTEST:
-                return AutoPick(choice.fastest_tree.with_(mode=mode), FASTEST, choice.fastest_summary())
-            return AutoPick(choice.tree.with_(mode=mode), AUTO, choice.summary())
-        name = fallback_preset(self.device)
-        return AutoPick(tree_presets(self.device)[name].with_(mode=mode), f"{preset} → {name}",
-                        f"the {name} tree until this device is measured: {self._why_fallback(models_ready)}")
+    def resolve(self, request: str, method: str, shape: TreeConfig | None, models_ready: bool) -> ResolvedTree:
+        """The tree of `request` (or the explicit `shape`) for `method`: gumiho_core.resolve_tree, given this
+        device's measurement of that method."""
+        return resolve_tree(request, method, self.device, choice=self.choices.get(method), shape=shape,
+                            unmeasured=self.why_unmeasured(method, models_ready))
 
-    def settle(self, settings: Settings, models_ready: bool, wait: bool = False) -> Settings:
-        """`settings` with a tree: an auto or fastest request gets this device's tree. wait=True (the API, like
-        the CLI) waits for a measurement on its way instead of taking the fallback."""
-        if settings.tree is not None:
-            return settings
-        if wait and self.expected:
-            self.settled.wait()
-        pick = self.pick(settings.method, models_ready, settings.preset)
-        return replace(settings, tree=pick.tree, preset=pick.preset, tree_source=pick.why)
+    def verify_ratios(self) -> dict[int, float]:
+        """This device's measured cost of verifying n tokens, in plain steps (Gumiho's measurement first)."""
+        choice = self.choices.get(DRAFTING_METHODS[0]) or next(iter(self.choices.values()), None)
+        return {} if choice is None else {int(n): s / choice.ar_step_s for n, s in choice.verify_s.items()}
+
+    def verify_ratio(self, nodes: int) -> float | None:
+        """What verifying `nodes` tokens costs here, in plain steps (interpolated); None until measured."""
+        ratios = self.verify_ratios()
+        if not ratios:
+            return None
+        return measured_curve("", {n: r for n, r in ratios.items()}, 1.0).ratio(nodes)

@@ -1,12 +1,15 @@
 """Runs: started with every decoder created and the prompt checked before any step, advanced one lane-step at a
-time (each taking its turn on the Backend's lock) in the race's order (live.next_lane), plain decoding of the same
-prompt and the other drafting methods interleaved with it; and the whole runs of whole-run mode (ZeroGPU) and of
-the API."""
+time (each taking its turn on the Backend's lock) in the race's order (live.next_lane): the method shown step by
+step, the drafting methods the visitor picked to race it and plain decoding, all on the same prompt; and the whole
+runs of whole-run mode (ZeroGPU) and of the API. Each drafting lane gets the same tree request, resolved in its own
+mode (gumiho_core.resolve_tree): the same budget for all."""
 from __future__ import annotations
 
-from gumiho_core import (AR, FULL_PRECISION, GUMIHO, GUMIHO_SERIAL, HALF_PRECISION, GumihoError, decode_tokens, encode_prompt,
-                         generate, start, token_pieces)
+from gumiho_core import (AR, DRAFTING_METHODS, FULL_PRECISION, GUMIHO, HALF_PRECISION, MEASURED, GumihoError,
+                         decode_tokens, encode_prompt, generate, method as method_info, start,
+                         token_pieces)
 
+from ..settings import RACE_DEFAULT, Request
 from ..state import Run, Settings
 from .backend import Backend
 from .live import BASELINE, MAIN, Live, next_lane, progress
@@ -17,7 +20,7 @@ def on_gpu(fn, device: str, seconds: int = 120):
     """`fn` as a ZeroGPU task where the `spaces` package is installed and the app runs on a GPU.
 
     On a ZeroGPU Space the task runs in a forked process that holds a GPU only for the call: its arguments
-    and results travel pickled, so they must be plain CPU values (Settings in; a Run or a dict out; never a
+    and results travel pickled, so they must be plain CPU values (a Request in; a Run or a dict out; never a
     tensor, never a generator of pictures). spaces.GPU returns `fn` itself on any other machine.
     """
     if not device.startswith("cuda"):
@@ -33,48 +36,65 @@ def prompt_ids(backend: Backend, loaded: Loaded, prompt: str) -> list[int]:
     ids = encode_prompt(loaded.target.tokenizer, prompt)
     limit = min(backend.max_prompt_tokens, loaded.target.max_len - 1)
     if len(ids) > limit:
-        raise GumihoError(f"the prompt is {len(ids)} tokens long (chat template included); this app takes at most "
-                          f"{limit}. Shorten it, or start the app with a larger --max-prompt-tokens.")
+        raise GumihoError(f"the prompt is {len(ids):,} tokens long (chat template included); this app takes at "
+                          f"most {limit:,}: shorten it.")
     return ids
 
 
-def _drafter(loaded: Loaded, method: str):
-    if method == AR:
+def drafter_of(loaded: Loaded, method: str):
+    """The heads `method` drafts with (None for plain decoding), or why they are not there."""
+    m = method_info(method)
+    if m.drafter is None:
         return None
-    if loaded.drafter is None:
-        raise GumihoError(f"method {method} needs the drafter, which could not be loaded ({loaded.drafter_error}). "
-                          "Plain decoding (method ar) still works.")
-    return loaded.drafter
+    if m.drafter in loaded.drafters:
+        return loaded.drafters[m.drafter]
+    if m.drafter in loaded.not_trained:
+        raise GumihoError(f"{m.label} heads are not trained yet for this model; the methods offered on the page "
+                          "still work.")
+    raise GumihoError(f"method {m.name} needs the {m.drafter} drafter, which could not be loaded "
+                      f"({loaded.drafter_errors.get(m.drafter)}). Plain decoding (method ar) still works.")
 
 
-def _rivals(loaded: Loaded, settings: Settings, ids: list[int]) -> dict:
-    """The other drafting methods on the same prompt with the same tree shape (the same budget), for the race."""
-    if loaded.drafter is None or settings.tree is None:
-        return {}
-    return {m: start(m, loaded.target, ids, settings.decode, settings.tree, loaded.drafter)
-            for m in (GUMIHO, GUMIHO_SERIAL) if m != settings.method}
+def race_of(loaded: Loaded, request: Request) -> tuple[str, ...]:
+    """The drafting methods racing the request's: those asked for (each must load), or by default those of
+    RACE_DEFAULT that load."""
+    if request.race is not None:
+        for m in request.race:
+            drafter_of(loaded, m)
+        return request.race
+    return tuple(m for m in RACE_DEFAULT if m in DRAFTING_METHODS and m != request.method and m in loaded.methods())
 
 
-def _verify_ratios(backend: Backend) -> dict[int, float]:
-    """This device's measured cost of verifying n tokens, in plain steps (any drafting mode's measurement)."""
-    choice = next(iter(backend.auto.choices.values()), None)
-    return {} if choice is None else {int(n): s / choice.ar_step_s for n, s in choice.verify_s.items()}
+def settle(backend: Backend, request: Request, wait: bool = False) -> Settings:
+    """The request's settings, its tree resolved for its method (plain decoding: as Gumiho would draft it). wait=True
+    (the API, like the CLI) waits for a measurement on its way instead of taking the fallback."""
+    if wait and request.tree in MEASURED and backend.auto.expected:
+        backend.auto.settled.wait()
+    tree = backend.resolve(request.tree, GUMIHO if request.method == AR else request.method, request.shape)
+    return Settings(request.prompt, request.method, request.decode, tree.tree, tree.preset, tree.source)
 
 
-def start_run(backend: Backend, settings: Settings) -> tuple[Run, Live]:
-    """A new run: the tree settled, every decoder created and the prompt checked before any step is taken (its
-    owner keeps it among the live runs, backend.live)."""
+def _notes(loaded: Loaded, methods) -> list[str]:
+    members = dict.fromkeys(method_info(m).drafter for m in methods)
+    return [loaded.notes[m] for m in members if m in loaded.notes]
+
+
+def start_run(backend: Backend, request: Request) -> tuple[Run, Live]:
+    """A new run: every lane's tree resolved, every decoder created and the prompt checked before any step is taken
+    (its owner keeps it among the live runs, backend.live)."""
     loaded = backend.get()
-    settings = backend.settle(settings)
+    settings = settle(backend, request)
     target, tok = loaded.target, loaded.target.tokenizer
     ids = prompt_ids(backend, loaded, settings.prompt)
-    session = start(settings.method, target, ids, settings.decode, settings.tree, _drafter(loaded, settings.method))
+    session = start(settings.method, target, ids, settings.decode, settings.tree, drafter_of(loaded, settings.method))
+    race = race_of(loaded, request)
+    trees = {m: backend.resolve(request.tree, m, request.shape).tree for m in race}
+    rivals = {m: start(m, target, ids, settings.decode, trees[m], drafter_of(loaded, m)) for m in race}
     baseline = None if settings.method == AR else start(AR, target, ids, settings.decode)
     dtype = str(target.dtype).removeprefix("torch.")
-    rivals = _rivals(loaded, settings, ids)
-    run = Run(settings, target.name, backend.device, len(ids), notes=list(loaded.notes),
+    run = Run(settings, target.name, backend.device, len(ids), notes=_notes(loaded, (settings.method, *race)),
               special_ids=set(tok.all_special_ids), dtype=dtype if dtype in FULL_PRECISION + HALF_PRECISION else "",
-              rivals={m: [] for m in rivals}, verify_ratios=_verify_ratios(backend))
+              rivals={m: [] for m in race}, rival_trees=trees, verify_ratios=backend.auto.verify_ratios())
     return run, Live(session, baseline, tok, rivals)
 
 
@@ -96,7 +116,8 @@ def _learn_pieces(run: Run, tokenizer, record) -> None:
 
 def step_lane(backend: Backend, run: Run, live: Live, lane: str) -> None:
     """One lane-step of the race (`lane` from next_lane), recorded in `run`: the run's own step (its record, the
-    text of its tokens, and once it has ended the auto tree's judgement of it), a rival's, or plain decoding's."""
+    text of its tokens, and once it has ended a note if its costs were far from the measurement), a rival's, or
+    plain decoding's."""
     session = live.lanes().get(lane)
     if session is None:  # let go of meanwhile (Stop, or evicted)
         return
@@ -109,30 +130,30 @@ def step_lane(backend: Backend, run: Run, live: Live, lane: str) -> None:
         run.add(record)
         _learn_pieces(run, live.tokenizer, record)
         run.text = decode_tokens(live.tokenizer, run.token_ids)
-        note = backend.auto.judge(run, backend.loader.loaded) if session.done else None
+        note = backend.auto.judge(run) if session.done else None
         if note:
             run.notes.append(note)
 
 
-def compute_run(backend: Backend, settings: Settings) -> Run:
+def compute_run(backend: Backend, request: Request) -> Run:
     """A whole run at once, as plain data (no tensors): what a ZeroGPU Space computes in one GPU call. Its
     decoders are never kept: they go when this returns."""
-    run, live = start_run(backend, settings)
+    run, live = start_run(backend, request)
     while (lane := next_lane(progress(live))) is not None:
         step_lane(backend, run, live, lane)
     return run
 
 
-def api_generate(backend: Backend, settings: Settings) -> dict:
+def api_generate(backend: Backend, request: Request) -> dict:
     """The whole run, as the CLI's --json prints it (the same RunResult.report()).
 
     Its steps take turns with the page's visitors on the step lock; wall_s is their compute time, waits excluded.
     """
     loaded = backend.get()
-    settings = backend.settle(settings, wait=True)
+    settings = settle(backend, request, wait=True)
     ids = prompt_ids(backend, loaded, settings.prompt)
     session = start(settings.method, loaded.target, ids, settings.decode, settings.tree,
-                    _drafter(loaded, settings.method))
+                    drafter_of(loaded, settings.method))
     result = generate(session, keep_records=False, lock=backend.step_lock)
     return result.report(decode_tokens(loaded.target.tokenizer, result.token_ids), loaded.target.name,
                          settings.tree_source)

@@ -1,23 +1,29 @@
-"""The race: this run, the other drafting method (same prompt, same tree shape) and plain decoding, decoded
-interleaved step by step on this machine, as lanes on one compute-time axis. Each step is a block split into
-where its time went (drafting phases, verification, commit), labelled with the tokens it added; a finished lane
-ends in a finish line. Under it, the race in words and numbers."""
+"""The race: this run, the drafting methods picked to race it (same prompt, same tree request, each its own tree)
+and plain decoding, decoded interleaved step by step on this machine, as lanes on one compute-time axis. Each
+step is a block split into where its time went (drafting phases, choosing the tree, verification, commit),
+labelled with the tokens it added; a finished lane ends in a finish line. Beside it, an inset: one step of each
+lane, magnified (the mean of its passes), where each serial step and the one pass of the MLP heads can be read.
+Under it, the verdict in words: who won, by how much, and whether the outputs are identical."""
 from __future__ import annotations
 
 from html import escape
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from gumiho_core import AR
 
 from ..state import Run
 from .figure import new_figure
 from .lanes import Lane, lanes
-from .phases import PLAIN_STEP, PREFILL_PART, VERIFY, part_look, part_order
+from .palette import method_label, method_lines
+from .phases import PREFILL_PART, VERIFY, part_look, part_order
+from .stats import LaneNumbers, Numbers, numbers
 
-LANE_NAMES = {"gumiho": "gumiho", "gumiho-serial": "gumiho-serial", AR: "plain"}
-HEIGHT = 350  # pixels
+HEIGHT = 400  # pixels
 LANE_HALF = 0.36  # half a lane's bar height, in lane units
+RACE_SHARE = 0.72  # of the width: the race; the rest is the inset of one step
+MIN_LABEL_SHARE = 0.07  # an inset block narrower than this share of its lane's step carries no tag
 CSS = """
 .gm-race{font-size:15px;line-height:1.5;color:#111;padding:4px 8px}
 .gm-race .ok{color:#0b6e2f;font-weight:650}
@@ -25,9 +31,9 @@ CSS = """
 """
 
 
-def _label(lane: Lane) -> str:
-    what = f"{lane.tokens} tokens · {lane.tokens_per_s:.1f}/s" if lane.end else "waiting"
-    return f"<b>{LANE_NAMES[lane.method]}</b><br>{what}"
+def _label(lane: LaneNumbers) -> str:
+    what = f"{lane.tokens} tokens · {lane.seconds:.2f} s" if lane.seconds else "waiting"
+    return "<br>".join(f"<b>{escape(line)}</b>" for line in method_lines(lane.method)) + f"<br>{what}"
 
 
 def _bars(shown: list[Lane]) -> dict[str, dict]:
@@ -37,85 +43,131 @@ def _bars(shown: list[Lane]) -> dict[str, dict]:
         for step in lane.steps:
             start = step.start
             for part in step.parts:
-                key = "plain" if lane.method == AR and part.key == VERIFY else part.key
-                b = bars.setdefault(key, {"y": [], "base": [], "x": [], "text": [], "hover": []})
-                label = f"+{step.tokens}" if part.key == VERIFY and lane.method != AR else ""
+                b = bars.setdefault(part.key, {"y": [], "base": [], "x": [], "text": [], "hover": []})
+                label = f"+{step.tokens}" if part.key == VERIFY else ""
                 b["y"].append(pos), b["base"].append(start), b["x"].append(part.seconds)
                 b["text"].append("prefill" if part.key == PREFILL_PART else label)
-                b["hover"].append(f"{LANE_NAMES[lane.method]}, step {step.index}: {part_look(part.key).tag} "
+                b["hover"].append(f"{method_label(lane.method)}, step {step.index}: {part_look(part.key).tag} "
                                   f"{1000 * part.seconds:.1f} ms; the step added {step.tokens}")
                 start += part.seconds
     return bars
+
+
+def _inset(fig: go.Figure, tally: Numbers, shown_keys: set) -> None:
+    """One mean pass of each lane, stacked by part, in milliseconds (the prefill aside)."""
+    count = len(tally.lanes)
+    for key in part_order({k for n in tally.lanes for k in n.parts_ms}):
+        lk = part_look(key)
+        ys, xs, texts = [], [], []
+        for pos, lane in zip(range(count - 1, -1, -1), tally.lanes):
+            ms = lane.parts_ms.get(key)
+            if ms:
+                ys.append(pos), xs.append(ms)
+                texts.append(lk.tag if ms >= MIN_LABEL_SHARE * lane.step_ms else "")
+        if xs:
+            fig.add_bar(y=ys, x=xs, orientation="h", name=lk.label, legendgroup=key, showlegend=key not in shown_keys,
+                        width=2 * LANE_HALF, marker=dict(color=lk.colour, line=dict(color="#ffffff", width=0.6)),
+                        text=texts, textposition="inside", insidetextanchor="middle", textangle=0,
+                        textfont=dict(color=lk.ink), hovertemplate=f"{lk.tag}: %{{x:.1f}} ms<extra></extra>",
+                        row=1, col=2)
+            shown_keys.add(key)
 
 
 def _finish_lines(fig: go.Figure, shown: list[Lane]) -> None:
     for pos, lane in zip(range(len(shown) - 1, -1, -1), shown):
         if lane.finished and lane.end:
             fig.add_shape(type="line", x0=lane.end, x1=lane.end, y0=pos - LANE_HALF - 0.08, y1=pos + LANE_HALF + 0.08,
-                          line=dict(color="#111111", width=3))
+                          line=dict(color="#111111", width=3), row=1, col=1)
             fig.add_annotation(x=lane.end, y=pos, text=f"<b>{lane.end:.2f} s</b>", showarrow=False, xanchor="left",
-                               xshift=6, font=dict(size=14, color="#111111"))
+                               xshift=6, font=dict(size=14, color="#111111"), row=1, col=1)
 
 
 def race_figure(run: Run, upto: int) -> go.Figure:
-    shown = lanes(run, upto)
-    title = "Race on this machine: the same prompt, steps interleaved (compute seconds, animation excluded)"
-    fig = new_figure(title=dict(text=title, font=dict(size=16)), height=HEIGHT, margin=dict(l=150, r=20, t=84, b=10),
-                     barmode="overlay", bargap=0.3,
-                     uniformtext=dict(minsize=10, mode="hide"),  # the time ruler on top, the legend under the lanes
-                     legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0, font=dict(size=12)))
-    bars = _bars(shown)
+    shown, tally = lanes(run, upto), numbers(run, upto)
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[RACE_SHARE, 1 - RACE_SHARE],
+                        horizontal_spacing=0.03,
+                        subplot_titles=("the whole run: compute seconds, animation excluded",
+                                        "one step of each, magnified (mean ms)"),
+                        figure=new_figure(title=dict(text="Race on this machine: the same prompt, steps interleaved",
+                                                     font=dict(size=16)),
+                                          height=HEIGHT, margin=dict(l=170, r=20, t=96, b=10), barmode="overlay",
+                                          bargap=0.3, uniformtext=dict(minsize=10, mode="hide"),
+                                          legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01,
+                                                      x=0, font=dict(size=12))))
+    fig.update_annotations(font=dict(size=13))
+    bars, keys = _bars(shown), set()
     for key in part_order(bars):
-        lk = PLAIN_STEP if key == "plain" else part_look(key)
-        b = bars[key]
-        fig.add_bar(y=b["y"], x=b["x"], base=b["base"], orientation="h", name=lk.label, width=2 * LANE_HALF,
-                    marker=dict(color=lk.colour, line=dict(color="#ffffff", width=0.6)), text=b["text"],
-                    textposition="inside", insidetextanchor="middle", textangle=0, textfont=dict(color=lk.ink),
-                    hovertext=b["hover"], hoverinfo="text", cliponaxis=False)
+        lk, b = part_look(key), bars[key]
+        fig.add_bar(y=b["y"], x=b["x"], base=b["base"], orientation="h", name=lk.label, legendgroup=key,
+                    width=2 * LANE_HALF, marker=dict(color=lk.colour, line=dict(color="#ffffff", width=0.6)),
+                    text=b["text"], textposition="inside", insidetextanchor="middle", textangle=0,
+                    textfont=dict(color=lk.ink), hovertext=b["hover"], hoverinfo="text", cliponaxis=False,
+                    row=1, col=1)
+        keys.add(key)
+    _inset(fig, tally, keys)
     _finish_lines(fig, shown)
     end = max([lane.end for lane in shown] + [0.1])
-    fig.update_xaxes(range=[0, end * 1.1], ticksuffix=" s", side="top")
-    fig.update_yaxes(tickvals=list(range(len(shown))), ticktext=[_label(lane) for lane in reversed(shown)],
-                     range=[-0.6, max(len(shown), 1) - 0.4], showgrid=False)
+    fig.update_xaxes(range=[0, end * 1.12], ticksuffix=" s", side="top", row=1, col=1)
+    fig.update_xaxes(ticksuffix=" ms", side="top", row=1, col=2)
+    fig.update_yaxes(tickvals=list(range(len(shown))), ticktext=[_label(n) for n in reversed(tally.lanes)],
+                     range=[-0.6, max(len(shown), 1) - 0.4], showgrid=False, row=1, col=1)
     if not shown:
         fig.add_annotation(text="the race appears with the first step", showarrow=False, x=0.5, y=0.5, xref="paper",
                            yref="paper", font=dict(size=16))
     return fig
 
 
-def _speed_words(shown: list[Lane]) -> str:
-    plain = next((lane for lane in shown if lane.method == AR and lane.tokens_per_s), None)
-    words = []
-    for lane in shown:
-        if lane.method != AR and plain is not None and lane.tokens_per_s:
-            words.append(f"<b>{LANE_NAMES[lane.method]}</b> {lane.tokens_per_s / plain.tokens_per_s:.2f}× plain "
-                         f"decoding")
-    return (", ".join(words) + " (tokens per compute second so far)." if words else "")
+def _ranked(tally: Numbers) -> list[LaneNumbers]:
+    """The lanes, fastest first (tokens per compute second: with the same text, the first to finish)."""
+    return sorted(tally.lanes, key=lambda n: -n.tokens_per_s)
 
 
-def _same_words(run: Run, shown: list[Lane]) -> str:
-    if not run.settings.decode.greedy:
+def _times(lane: LaneNumbers) -> str:
+    speed = f", {lane.speedup:.2f}× plain decoding" if lane.speedup is not None and lane.method != AR else ""
+    return f"{lane.tokens} tokens in {lane.seconds:.2f} s{speed}"
+
+
+def verdict_words(tally: Numbers) -> str:
+    """Who won and by how much (the race over), or who leads (so far)."""
+    first, *rest = _ranked(tally)
+    if not rest:
+        return ""
+    second = rest[0]
+    if not tally.ended:
+        return (f"So far <b>{escape(method_label(first.method))}</b> leads ({_times(first)}); "
+                + "; ".join(f"{escape(method_label(n.method))}: {_times(n)}" for n in rest) + ".")
+    margin = second.seconds - first.seconds
+    by = (f"{margin:.2f} s ({100 * margin / second.seconds:.0f}%) ahead of {escape(method_label(second.method))}"
+          if first.tokens == second.tokens and second.seconds else
+          f"{first.tokens_per_s / second.tokens_per_s:.2f}× the tokens per second of "
+          f"{escape(method_label(second.method))}")
+    others = "; ".join(f"{escape(method_label(n.method))}: {_times(n)}" for n in rest)
+    lesson = (" The drafts were not accepted often enough to pay for their cost on this machine."
+              if first.method == AR else "")
+    return f"🏁 <b>{escape(method_label(first.method))} won</b>, {by}: {_times(first)}. {others}.{lesson}"
+
+
+def same_words(run: Run, tally: Numbers) -> str:
+    if tally.same is None:
         return ("Sampling (temperature > 0): each lane draws its own random numbers, so the texts differ; each one "
                 "is a sample from the target's own distribution.")
-    n = min(lane.tokens for lane in shown)
-    same = len({lane.token_ids[:n] for lane in shown}) == 1
-    names = ", ".join(LANE_NAMES[lane.method] for lane in shown)
-    if same:
-        return (f'<span class="ok">✓ Identical output</span>: {names} wrote the same {n} tokens so far '
+    n = min(lane.tokens for lane in tally.lanes)
+    names = ", ".join(method_label(lane.method) for lane in tally.lanes)
+    so_far = "" if tally.ended else " so far"
+    if tally.same:
+        return (f'<span class="ok">✓ Identical output</span>: {escape(names)} wrote the same {n} tokens{so_far} '
                 "(temperature 0).")
-    return f'<span class="bad">✗ The outputs differ</span> ({names}): please report this.'
+    return f'<span class="bad">✗ The outputs differ</span> ({escape(names)}): please report this.'
 
 
 def race_html(run: Run | None, upto: int) -> str:
-    """The race in words: who is ahead by how much, and whether the outputs are the same."""
-    shown = lanes(run, upto) if run is not None and upto >= 0 else []
-    if len(shown) < 2:
-        text = ("Each run also decodes the same prompt with the other drafting method (the same tree budget) and "
-                "with plain decoding, one step each in turn, so all three see the same machine load.")
-        if run is not None and upto >= 0 and not run.rivals and run.settings.method != AR:
-            text = "This run was loaded from a file: run files keep the run and its plain-decoding times, not the race."
+    """The race in words: who won by how much (or who leads), and whether the outputs are the same."""
+    tally = numbers(run, upto) if run is not None and upto >= 0 else None
+    if tally is None or len(tally.lanes) < 2:
+        text = ("Each run also decodes the same prompt with the methods ticked under “Race” (the same tree budget) "
+                "and with plain decoding, one step each in turn, so all of them see the same machine load.")
         return f'<style>{CSS}</style><div class="gm-race">{text}</div>'
-    missing = "" if run.rivals or run.settings.method == AR else (
-        " (Loaded from a file: the other drafting method's lane is not kept in run files.)")
-    return (f'<style>{CSS}</style><div class="gm-race">{_speed_words(shown)} {_same_words(run, shown)}'
-            f'{escape(missing)}</div>')
+    older = ("" if run.rivals or run.settings.method == AR else
+             " (This run has no other drafting lane: none was ticked, or it was loaded from an older run file.)")
+    return (f'<style>{CSS}</style><div class="gm-race">{verdict_words(tally)} {same_words(run, tally)}'
+            f'{escape(older)}</div>')

@@ -10,8 +10,9 @@ from typing import Mapping
 from gumiho_core import StepRecord
 
 from ..stages import COMMITTED, VERIFIED
+from .committed import committed
 from .palette import look
-from .tree_view import piece_of, visible
+from .tree_view import piece_of, verdict_status, visible
 
 MAX_ROWS = 12  # checked nodes listed per step; the rest are counted
 CSS = """
@@ -47,8 +48,10 @@ def _checked(record: StepRecord, greedy: bool) -> list[int]:
 def _row(record: StepRecord, node: int, pieces, greedy: bool) -> str:
     tree, v = record.tree, record.verdict
     lk = look(tree.proposer[node])
-    ok = node in v.accepted
-    verdict = '<span class="yes">✓ accepted</span>' if ok else '<span class="no">✗ rejected</span>'
+    state = verdict_status(record)[node]
+    verdict = {"accepted": '<span class="yes">✓ accepted</span>',
+               "ended": '<span class="yes">✓ accepted</span>, after the end of the text: not kept'}.get(
+        state, '<span class="no">✗ rejected</span>')
     target_p = v.target_prob[node] if len(v.target_prob) == len(tree) else math.nan
     cells = [f'<td class="tok"><span class="tag" style="border-color:{lk.colour};color:{lk.colour}">'
              f'{escape(lk.tag)}</span>{_tok(pieces, tree.tokens[node])}</td>', f"<td>{tree.depth[node]}</td>",
@@ -62,6 +65,9 @@ def _row(record: StepRecord, node: int, pieces, greedy: bool) -> str:
 
 def _bonus_note(record: StepRecord, pieces, greedy: bool) -> str:
     tree, v = record.tree, record.verdict
+    if not committed(record).bonus:
+        return (f"The text ended at {_tok(pieces, record.new_token_ids[-1])}: the target's own next token "
+                f"({_tok(pieces, v.bonus)}) is not kept.")
     last = v.accepted[-1]
     after = _tok(pieces, tree.tokens[last])
     if greedy:

@@ -6,6 +6,7 @@ from typing import Iterable, Mapping, Sequence
 
 from gumiho_core import PREFILL, StepRecord
 
+from .committed import committed
 from .palette import TARGET, look
 from .tree_view import legend_items, piece_of, visible
 
@@ -27,12 +28,12 @@ CSS = """
 
 
 def token_origins(record: StepRecord) -> list[str]:
-    """Who proposed each token this step committed: the accepted nodes' heads, then the target's bonus."""
-    n = len(record.new_token_ids)
+    """Who proposed each token this step committed: the accepted nodes' heads, then the target's own token (a stop,
+    at the end of the text or the length limit, may cut the step short: committed.py)."""
     if record.tree is None or record.verdict is None:
-        return [TARGET] * n
-    drafted = [record.tree.proposer[i] for i in record.verdict.accepted[1:]]
-    return (drafted + [TARGET])[:n]  # a stop (end of text, length limit) may cut the step short
+        return [TARGET] * len(record.new_token_ids)
+    got = committed(record)
+    return [record.tree.proposer[i] for i in got.nodes] + [TARGET] * got.bonus
 
 
 def _token_tip(record: StepRecord, origin: str, position: int) -> str:
@@ -68,11 +69,26 @@ def output_html(records: Sequence[StepRecord], pieces: Mapping[int, str], specia
                                      tok in special, rec.index == highlight))
     if not spans:
         spans = ['<span class="gm-placeholder">The answer appears here, token by token.</span>']
-    return f'<style>{CSS}</style><div class="gm-out" role="document" aria-label="answer">{"".join(spans)}</div>'
+    origins = {o for rec in records for o in token_origins(rec)}
+    return (f'<style>{CSS}</style>' + (_text_key(origins) if origins else "")
+            + f'<div class="gm-out" role="document" aria-label="answer">{"".join(spans)}</div>')
+
+
+def _text_key(origins) -> str:
+    """The text's own legend: the underline of each token says who wrote it."""
+    chips = "".join(f'<span><span class="gm-sw" style="background:{look(o).tint};border-color:{look(o).colour};'
+                    f'color:{look(o).colour}">{escape(look(o).tag)}</span>{escape(_ORIGIN_WORDS.get(o, look(o).name))}'
+                    "</span>" for o in legend_items(origins))
+    return (f'<div class="gm-legend gm-key" aria-label="who wrote each token"><span>Underline: who wrote each '
+            f'token.</span>{chips}</div>')
+
+
+_ORIGIN_WORDS = {TARGET: "the target itself (its own token: one per pass, and every plain-decoding token)"}
 
 
 _KEY = ("<span><b>bold outline</b>: accepted by the target</span><span><i>dashed, faded</i>: rejected</span>"
-        "<span><i>pale</i>: never checked (an earlier token was rejected)</span><span>★: the target's own token</span>")
+        "<span><i>pale</i>: never checked (an earlier token was rejected)</span><span>★: the target's own token</span>"
+        "<span><i>faded, solid</i>: accepted, but after the end of the text (not kept)</span>")
 
 
 def legend_html(proposers: Iterable[str], key: bool = True) -> str:

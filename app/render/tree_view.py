@@ -16,6 +16,7 @@ from typing import Mapping
 from gumiho_core import PARALLEL, PREFILL, DraftTree, StepRecord
 
 from ..stages import COMMITTED, VERIFIED, stages
+from .committed import committed
 from .palette import LOOKS, TARGET, look
 
 COL_W, NODE_W, NODE_H, ROW_H = 120, 104, 20, 24  # px: 9 columns fit a ~1100 px panel
@@ -90,11 +91,18 @@ def layout(tree: DraftTree) -> Layout:
     return Layout(tuple(rows), next_row)
 
 
-def node_status(tree: DraftTree, accepted: tuple[int, ...]) -> list[str]:
-    """Per node after verification: accepted, rejected (its parent was accepted, it was not) or unreached."""
-    on_path = set(accepted)
-    return ["accepted" if i in on_path else "rejected" if tree.parents[i] in on_path else "unreached"
-            for i in range(len(tree))]
+def node_status(tree: DraftTree, accepted: tuple[int, ...], cut: tuple[int, ...] = ()) -> list[str]:
+    """Per node after verification: accepted (and in the text), ended (accepted, but after the end of the text:
+    not kept, committed.py), rejected (its parent was accepted, it was not) or unreached."""
+    on_path, after = set(accepted), set(cut)
+    return ["accepted" if i in on_path else "ended" if i in after
+            else "rejected" if tree.parents[i] in on_path else "unreached" for i in range(len(tree))]
+
+
+def verdict_status(record: StepRecord) -> list[str]:
+    """node_status() of a verified step, from what it committed."""
+    got = committed(record)
+    return node_status(record.tree, (0, *got.nodes), got.cut)
 
 
 # -- hover text --------------------------------------------------------------------------------
@@ -117,7 +125,7 @@ def node_tip(record: StepRecord, node: int, pieces: Mapping[int, str], verified:
               f"draft probability {_pct(math.exp(tree.logprob[node]))} given its parent; "
               f"path probability {_pct(math.exp(tree.score[node]))}"]
     if verified and v is not None:
-        state = (status or node_status(tree, v.accepted))[node]
+        state = (status or verdict_status(record))[node]
         if state != "unreached":  # the target only checked the children of the accepted path
             wanted = tip_text(piece_of(pieces, v.target_token[tree.parents[node]]))
             prob = v.target_prob[node] if node < len(v.target_prob) else math.nan  # () when not traced
@@ -125,6 +133,7 @@ def node_tip(record: StepRecord, node: int, pieces: Mapping[int, str], verified:
             lines.append(f"target: {said}its top choice here: {wanted!r}")
         lines.append({"accepted": "✓ accepted",
                       "rejected": "✗ rejected: the target did not take this token here",
+                      "ended": "accepted, but after the end of the text: not kept",
                       "unreached": "not checked: an earlier token on its path was rejected"}[state])
     return "\n".join(lines)
 
@@ -164,12 +173,14 @@ def _columns(tree: DraftTree) -> dict[int, int]:
     return {tree.depth[i]: i for i in range(len(tree) - 1, -1, -1)}
 
 
-_BANDS = ((False, "serial head, one step at a time", "#eef5fb", "#0b4f80"),
-          (True, "MLP heads, all at once", "#fdf3ea", "#8a3b00"))
+_BANDS = ((False, "transformer: one step at a time", "#eef5fb", "#0b4f80"),
+          (True, "MLP heads: all at once, in one pass", "#fdf3ea", "#8a3b00"))
+LANE_FILL = "#efefef"  # the target's lane: opaque, over the bands (its ★ belongs to no drafting phase)
 
 
 def _headers(tree: DraftTree, cols: int, height: int) -> str:
-    """Column titles, and two shaded bands: what the serial head drafts and what the MLP heads draft at once."""
+    """Column titles, and two shaded bands: what the transformer drafts step by step and what the MLP heads draft
+    at once."""
     by_depth = _columns(tree)
     parts = []
     for parallel, title, fill, ink in _BANDS:
@@ -212,7 +223,7 @@ def _node_css(i: int, status: list[str] | None, fresh: set[int], stage: str) -> 
     return " ".join(css)
 
 
-_OPACITY = {"rejected": 0.3, "unreached": 0.16}
+_OPACITY = {"rejected": 0.3, "unreached": 0.16, "ended": 0.3}
 
 
 def tree_svg(record: StepRecord, pieces: Mapping[int, str], stage: str = COMMITTED) -> str:
@@ -223,11 +234,12 @@ def tree_svg(record: StepRecord, pieces: Mapping[int, str], stage: str = COMMITT
     order = stages(record)
     verified = stage in (VERIFIED, COMMITTED)
     lay = layout(tree)
-    status = node_status(tree, v.accepted) if verified else None
+    status = verdict_status(record) if verified else None
     shown, fresh = _visible_nodes(tree, stage, order)
     cols = max(tree.depth) + 2  # room for a bonus after the deepest node, at every stage: the width gives nothing away
     width, height = LEFT + cols * COL_W, TOP + lay.rows * ROW_H + 6
-    lane = f'<rect x="0" y="{TOP - 2}" width="{width}" height="{ROW_H}" fill="#808080" fill-opacity="0.09"/>'
+    lane = (f'<rect x="0" y="{TOP - 2}" width="{width}" height="{ROW_H}" fill="{LANE_FILL}"/>'
+            f'<text class="gm-head" x="{LEFT + 2}" y="{TOP + 13}" font-style="italic">target\u2019s own ★</text>')
     body = [_headers(tree, cols, height), lane]
     for i in shown[1:]:
         p = tree.parents[i]
@@ -243,7 +255,13 @@ def tree_svg(record: StepRecord, pieces: Mapping[int, str], stage: str = COMMITT
         body.append(f'<g opacity="{_OPACITY.get(status[i], 1) if status and i else 1}">'
                     + _node_svg(tree.depth[i], lay.row[i], tree.proposer[i], label,
                                 node_tip(record, i, pieces, verified, status), css, strong) + "</g>")
-    body.append(_bonus_svg(record, pieces, lay, stage) if verified else _lane_hint())
+    if not verified:
+        body.append(_lane_hint())
+    elif committed(record).bonus:
+        body.append(_bonus_svg(record, pieces, lay, stage))
+    else:
+        body.append(_lane_hint(f"the text ended at {visible(piece_of(pieces, record.new_token_ids[-1]))}: "
+                               "no token of the target\u2019s own follows"))
     return _wrap(body, width, height, "draft tree")
 
 
@@ -261,11 +279,11 @@ def _bonus_svg(record: StepRecord, pieces: Mapping[int, str], lay: Layout, stage
                         True))
 
 
-def _lane_hint() -> str:
-    """Before the verdict, the empty lane says what will appear in it."""
+def _lane_hint(words: str = "target\u2019s own token (★) will appear in this row after verification") -> str:
+    """Before the verdict, the empty lane says what will appear in it (after it, why nothing did)."""
     x, y = _xy(1, BONUS_ROW)
-    return (f'<text class="gm-head" x="{x + 2}" y="{y + 14}" font-style="italic">target\u2019s own token '
-            f'(★) will appear in this row after verification</text>')
+    return f'<text class="gm-head" x="{x + 2}" y="{y + 14}" font-style="italic">{escape(words)}</text>'
+
 
 
 def single_step_svg(record: StepRecord, pieces: Mapping[int, str]) -> str:

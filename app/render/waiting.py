@@ -7,14 +7,15 @@ from functools import cache
 
 import plotly.graph_objects as go
 
-from . import charts, race, timing, whatif
+from . import charts, early, race, timing, whatif
 from .figure import new_figure
 
 # chart -> (what it will show, the height its own figure function draws it at)
 WAITING = {
-    "race": ("The race: gumiho, serial and plain decoding on the same prompt", race.HEIGHT),
+    "race": ("The race: the methods you tick and plain decoding, on the same prompt", race.HEIGHT),
     "timing": ("Time per step, split by phase", timing.HEIGHT),
     "whatif": ("What-if: other tree sizes, other hardware (a prediction)", whatif.HEIGHT),
+    "early": ("Why early tokens matter: each depth's share of the accepted length", early.HEIGHT),
     "speed": ("Tokens over time", charts.HEIGHT),
     "speedup": ("Speedup over plain decoding", charts.HEIGHT),
     "accept": ("Tokens per step", charts.HEIGHT),
@@ -23,7 +24,7 @@ WAITING = {
 WHEN = "appears with the first step: press ▶ Run, or load a run file"
 
 
-@cache  # the same seven figures for every page and every reset; nothing changes them once made
+@cache  # the same figures for every page and every reset; nothing changes them once made
 def waiting_figure(chart: str) -> go.Figure:
     title, height = WAITING[chart]
     fig = new_figure(title=dict(text=title, font=dict(size=15)), height=height, margin=dict(l=16, r=16, t=48, b=16),
