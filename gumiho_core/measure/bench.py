@@ -201,7 +201,7 @@ def plot(results: dict, path: str | Path) -> Path:
 def lanes_for(args, names: list[str], target, drafters: dict) -> tuple[list[Lane], dict]:
     """The benchmark's lanes (one per method, and per further tree request for speculative ones) and where each
     lane's tree came from (trees.resolve_tree: the same resolution as generate's and the app's)."""
-    requests = [r.strip() for r in args.trees.split(",") if r.strip()]
+    requests = [r.strip() for r in (args.trees or args.tree).split(",") if r.strip()]
     lanes, notes = [], {}
     for name in names:
         traced, m = name == TRACED, method(GUMIHO if name == TRACED else name) if name not in PEERS else None
@@ -278,9 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default=",".join(ALL_METHODS),
                    help=f"comma list of {', '.join(ALL_METHODS)}, {TRACED} (gumiho with the records the app keeps, to "
                         "measure their overhead)")
-    p.add_argument("--trees", default="auto",
-                   help="comma list of tree requests (auto, fastest, paper, classroom, small) each speculative method "
-                        "runs with; the first also sets --tree. Shape flags override them all")
+    p.add_argument("--trees",
+                   help="comma list of tree requests (auto, fastest, paper, classroom, small): each speculative method "
+                        "runs once with each, tokens/s compared at the first (default: --tree alone). Shape flags "
+                        "override them all")
     p.add_argument("--draft-for", action="append", metavar="MEMBER=SPEC",
                    help="the heads of another family member than Gumiho's (eagle=FOLDER, medusa=FOLDER); default: "
                         "the ones shipped under assets/")
