@@ -70,7 +70,7 @@ def _methods(backend: Backend) -> dict:
     method = gr.Radio(method_choices(methods), value=GUMIHO, label="Method shown step by step", elem_id="method")
     race = gr.CheckboxGroup(race_choices(methods), value=race_value(methods), label="Race on the same prompt",
                             info="Plain decoding always runs beside them: every speedup is measured against it.",
-                            elem_id="race")
+                            elem_id="race-methods")
     missing = gr.HTML(f'<div class="gm-missing">{missing_words(backend.status())}</div>', elem_id="missing")
     return dict(method=method, race=race, missing=missing)
 

@@ -3,11 +3,11 @@
     .venv/bin/python scripts/browser_first_run.py [--fast] [--prompt TEXT] [--out out/first-run]
 
 Starts `python app.py` with its defaults on this machine, opens the page, waits until the model line says
-the auto tree is measured (the app measures it once in the background), clicks Run (on the page's own
+this device is measured (the app measures it once in the background, in a process of its own), clicks Run (on the page's own
 prefilled prompt unless --prompt is given) and prints: the time until the first step is on screen, the whole
 run's time, the status line, the four big numbers, the race's lanes and notes, and how many MLP-head nodes
 the trees on screen hold. Saves a screenshot mid-run, a full page at the end, and the tree, race,
-time-per-step and what-if panels at 1280x800 and 1920x1080. Needs `./setup.sh --dev` and chromium.
+time-per-step, what-if and why-early-tokens panels at 1280x800 and 1920x1080. Needs `./setup.sh --dev` and chromium.
 """
 from __future__ import annotations
 
@@ -23,12 +23,12 @@ from app_server import running_app, wait_for_log  # noqa: E402
 
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SIZES = ({"width": 1280, "height": 800}, {"width": 1920, "height": 1080})
-PANELS = ("tree", "race", "timing", "whatif")
+PANELS = ("tree", "race", "timing", "whatif", "early")
 
 
 def wait_for_measurement(page) -> None:
     t0 = time.monotonic()
-    while "measured on this device" not in page.locator("#model-line").inner_text():
+    while "measured on this device" not in page.locator("#model-line").inner_text().lower():
         if time.monotonic() - t0 > 900:
             print("the auto tree was not measured within 15 minutes; running with the fallback")
             break
@@ -59,7 +59,7 @@ def report(page, out: Path) -> None:
     print("numbers:", page.locator("#numbers").inner_text().replace("\n", " | "))
     race = page.evaluate("(() => document.querySelector('#race .js-plotly-plot').layout)()")
     print("race lanes (bottom first):", [t.replace("<br>", " ") for t in race["yaxis"]["ticktext"]])
-    print("race finish lines (top first):", [a["text"] for a in race["annotations"]])
+    print("race finish lines (top first):", [a["text"] for a in race["annotations"] if a["text"].endswith(" s</b>")])
     print("race note:", page.locator("#race-note").inner_text())
     print("what-if note:", page.locator("#whatif-note").inner_text()[:600])
     mlp = page.locator("#tree svg g.gm-node title", has_text="MLP head").count()

@@ -42,7 +42,7 @@ def run_handler(models, view, user, prompt=PROMPT, method="gumiho", max_new_toke
 
 
 RUN_INPUTS = ["prompt", "method", "max-new-tokens", "temperature", "top-p", "seed", "preset", "tree-top_k",
-              "tree-mlp_topk", "tree-pruning", "tree-total_tokens", "tree-depth", "delay", "fast", "race"]
+              "tree-mlp_topk", "tree-pruning", "tree-total_tokens", "tree-depth", "delay", "fast", "race-methods"]
 
 
 def test_the_run_event_takes_the_form_in_the_order_its_clients_send():

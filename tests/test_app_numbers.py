@@ -93,9 +93,10 @@ def test_early_tokens_matter_by_the_runs_own_rates():
     view = early(lane)
     assert view.adds == pytest.approx((1, 1, 0.5, 0.5))
     assert view.expected == pytest.approx(3.0) and 1 + view.expected == pytest.approx(lane.tokens_per_pass)
-    # dE/dp_j = sum over i >= j of the products without p_j; a raise of 0.05 at most to 1
-    assert view.gains[0] == pytest.approx(0.0) and view.gains[3] == pytest.approx(0.0)  # already 1
-    assert view.gains[2] == pytest.approx(0.05 * (1 + 1))  # depth 3 at 0.5: terms 3 and 4 without p_3
+    # 0.05 x dE/dp_j, dE/dp_j = sum over i >= j of the products without p_j
+    assert view.gains[0] == pytest.approx(0.05 * (1 + 1 + 0.5 + 0.5))  # every term depends on depth 1
+    assert view.gains[2] == pytest.approx(0.05 * (1 + 1))  # depth 3: terms 3 and 4 without p_3
+    assert view.gains[3] == pytest.approx(0.05 * 0.5)  # the last depth: its own term only
 
 
 def test_charts_have_every_lane_and_only_the_depths_used():

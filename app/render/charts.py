@@ -86,7 +86,7 @@ def _heads_by_depth(records) -> dict[int, str]:
 
 def depth_figure(run: Run, upto: int) -> go.Figure:
     """Per depth, for every drafter in the race side by side: how often the drafted token was right once the
-    accepted path had got that far. Only the depths the trees reached."""
+    accepted path had got that far ("–": drafted, never reached). Only the depths the trees reached."""
     fig = _figure("Acceptance by depth, every drafter in the race", "draft depth (tag: who drafted it)",
                   "right, once reached")
     tally = numbers(run, upto) if upto >= 0 else None
@@ -103,8 +103,8 @@ def depth_figure(run: Run, upto: int) -> go.Figure:
     for lane in drafting:
         heads, name = _heads_by_depth(records[lane.method]), method_label(lane.method)
         fig.add_bar(x=depths, y=[r or 0 for r in lane.rates], name=name, marker=dict(color=method_colour(lane.method)),
-                    text=[f"{look(heads[d]).tag}<br>{r:.0%}" if d in heads and r is not None else ""
-                          for d, r in zip(depths, lane.rates)],
+                    text=[f"{look(heads[d]).tag}<br>{r:.0%}" if d in heads and r is not None else
+                          "–" if d in heads else "" for d, r in zip(depths, lane.rates)],
                     textposition="outside", cliponaxis=False, constraintext="none", textfont=dict(size=11),
                     customdata=list(zip(lane.accepted, lane.reached)),
                     hovertemplate=f"{name}, depth %{{x}}: right in %{{customdata[0]}} of %{{customdata[1]}} "

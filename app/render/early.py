@@ -27,6 +27,7 @@ BUMP = 0.05  # the what-if raise of one depth's acceptance rate
 LATE_DEPTH = 6  # the late depth the words compare with depth 1 (the deepest there is, if shallower)
 HEIGHT = 380  # pixels
 HEADROOM = 1.3  # the y axes run this far above the highest bar: room for its label
+NOTHING = 0.005  # a bar below this carries no label (it would read 0.00, over its neighbours')
 CSS = """
 .gm-early{font-size:14px;line-height:1.55;color:#222;padding:4px 8px}
 """
@@ -39,7 +40,7 @@ class Early:
     lane: LaneNumbers
     rates: tuple[float, ...]  # p_1..p_D (0 where never reached: nothing beyond it counts either)
     adds: tuple[float, ...]  # prod_{k <= d} p_k: what depth d adds to E[L]
-    gains: tuple[float, ...]  # E[L] gained by raising p_j by BUMP (to 1 at most)
+    gains: tuple[float, ...]  # BUMP x dE[L]/dp_j: what raising p_j by BUMP adds (E[L] is linear in each p_j)
 
     @property
     def expected(self) -> float:
@@ -49,8 +50,8 @@ class Early:
 def early(lane: LaneNumbers) -> Early:
     rates = tuple(r or 0.0 for r in lane.rates)
     adds = tuple(math.prod(rates[: d + 1]) for d in range(len(rates)))
-    gains = tuple(min(BUMP, 1 - rates[j]) * sum(math.prod(p for k, p in enumerate(rates[: i + 1]) if k != j)
-                                                for i in range(j, len(rates))) for j in range(len(rates)))
+    gains = tuple(BUMP * sum(math.prod(p for k, p in enumerate(rates[: i + 1]) if k != j) for i in range(j, len(rates)))
+                  for j in range(len(rates)))
     return Early(lane, rates, adds, gains)
 
 
@@ -60,7 +61,8 @@ def _bars(fig: go.Figure, views: list[Early]) -> None:
         name, colour = method_label(view.lane.method), method_colour(view.lane.method)
         for col, values, what in ((1, view.adds, "adds"), (2, view.gains, f"+{BUMP:.2f} here adds")):
             fig.add_bar(x=depths, y=list(values), name=name, legendgroup=name, showlegend=col == 1,
-                        marker=dict(color=colour), text=[f"{v:.2f}" for v in values], textposition="outside",
+                        marker=dict(color=colour), text=[f"{v:.2f}" if v >= NOTHING else "" for v in values],
+                        textposition="outside",
                         cliponaxis=False, textfont=dict(size=11),
                         hovertemplate=f"{name}, depth %{{x}}: {what} %{{y:.3f}} tokens per pass<extra></extra>",
                         row=1, col=col)
@@ -70,7 +72,7 @@ def early_figure(run: Run, upto: int) -> go.Figure:
     title = "Why early tokens matter: the run's own acceptance rates, depth by depth"
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.09,
                         subplot_titles=("what each depth adds to E[L]: p₁·p₂·…·p_d",
-                                        f"what +{BUMP:.2f} acceptance at one depth would add"),
+                                        f"what +{BUMP:.2f} acceptance at one depth would add: {BUMP:.2f}·dE[L]/dp_j"),
                         figure=new_figure(title=dict(text=title, font=dict(size=15)), height=HEIGHT, barmode="group",
                                           bargap=0.15, margin=dict(l=60, r=16, t=84, b=56),
                                           legend=dict(orientation="h", yanchor="bottom", y=1.1, xanchor="right",

@@ -28,6 +28,7 @@ CSS = """
 .gm-num .k{font-size:13px;color:#444}
 .gm-sub{font-size:13px;color:#444;margin-top:4px}
 """
+FEW_MS = 10  # below this, a part's milliseconds get a decimal
 # What drafts each token, in plain words: the idle caption and "How it works" say it the same way.
 ARCHITECTURE = {
     GUMIHO: "a 2-layer transformer drafts tokens 1 and 2 one after the other (S1, S2), then five MLP heads draft "
@@ -196,7 +197,11 @@ def _this_run(run: Run, tally: Numbers) -> str:
 def _split(lane: LaneNumbers) -> str:
     """'S1 4 ms, S2 4 ms, M (all heads at once) 3 ms, choosing 1 ms': a pass's drafting, part by part."""
     keys = [k for k in part_order(lane.parts_ms) if is_drafting(k)]
-    return ", ".join(f"{part_look(k).tag} {lane.parts_ms[k]:.0f} ms" for k in keys)
+    return ", ".join(f"{part_look(k).tag} {_few_ms(lane.parts_ms[k])}" for k in keys)
+
+
+def _few_ms(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms < FEW_MS else f"{ms:.0f} ms"
 
 
 def _lane_line(method: str, tally: Numbers | None) -> str:

@@ -1,8 +1,9 @@
 """The race: this run, the drafting methods picked to race it (same prompt, same tree request, each its own tree)
 and plain decoding, decoded interleaved step by step on this machine, as lanes on one compute-time axis. Each
 step is a block split into where its time went (drafting phases, choosing the tree, verification, commit),
-labelled with the tokens it added; a finished lane ends in a finish line. Beside it, an inset: one step of each
-lane, magnified (the mean of its passes), where each serial step and the one pass of the MLP heads can be read.
+labelled with the tokens it added; a finished lane ends in a finish line. Beside it, an inset: the drafting of one
+step of each lane, magnified (the mean of its passes), where each serial step and the one pass of the MLP heads
+can be read (on a CPU verification takes most of a step, and drafting is a sliver of each block in the race).
 Under it, the verdict in words: who won, by how much, and whether the outputs are identical."""
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from ..state import Run
 from .figure import new_figure
 from .lanes import Lane, lanes
 from .palette import method_label, method_lines
-from .phases import PREFILL_PART, VERIFY, part_look, part_order
+from .phases import PREFILL_PART, VERIFY, is_drafting, part_look, part_order
 from .stats import LaneNumbers, Numbers, numbers
 
 HEIGHT = 400  # pixels
 LANE_HALF = 0.36  # half a lane's bar height, in lane units
 RACE_SHARE = 0.72  # of the width: the race; the rest is the inset of one step
-MIN_LABEL_SHARE = 0.07  # an inset block narrower than this share of its lane's step carries no tag
+MIN_LABEL_SHARE = 0.12  # an inset block narrower than this share of its lane's drafting carries no tag
+TITLE_LIFT = 26  # pixels: the panels' titles sit above their time axes
 CSS = """
 .gm-race{font-size:15px;line-height:1.5;color:#111;padding:4px 8px}
 .gm-race .ok{color:#0b6e2f;font-weight:650}
@@ -54,22 +56,24 @@ def _bars(shown: list[Lane]) -> dict[str, dict]:
 
 
 def _inset(fig: go.Figure, tally: Numbers, shown_keys: set) -> None:
-    """One mean pass of each lane, stacked by part, in milliseconds (the prefill aside)."""
-    count = len(tally.lanes)
-    for key in part_order({k for n in tally.lanes for k in n.parts_ms}):
+    """The drafting of one mean pass of each lane, phase after phase, in milliseconds (the figure overlays its bars:
+    each starts where the one before it ended); plain decoding drafts nothing."""
+    count, ends = len(tally.lanes), [0.0] * len(tally.lanes)
+    for key in part_order({k for n in tally.lanes for k in n.parts_ms if is_drafting(k)}):
         lk = part_look(key)
-        ys, xs, texts = [], [], []
-        for pos, lane in zip(range(count - 1, -1, -1), tally.lanes):
+        ys, xs, bases, texts = [], [], [], []
+        for i, (pos, lane) in enumerate(zip(range(count - 1, -1, -1), tally.lanes)):
             ms = lane.parts_ms.get(key)
             if ms:
-                ys.append(pos), xs.append(ms)
-                texts.append(lk.tag if ms >= MIN_LABEL_SHARE * lane.step_ms else "")
+                ys.append(pos), xs.append(ms), bases.append(ends[i])
+                texts.append(lk.tag if ms >= MIN_LABEL_SHARE * lane.draft_ms else "")
+                ends[i] += ms
         if xs:
-            fig.add_bar(y=ys, x=xs, orientation="h", name=lk.label, legendgroup=key, showlegend=key not in shown_keys,
-                        width=2 * LANE_HALF, marker=dict(color=lk.colour, line=dict(color="#ffffff", width=0.6)),
-                        text=texts, textposition="inside", insidetextanchor="middle", textangle=0,
-                        textfont=dict(color=lk.ink), hovertemplate=f"{lk.tag}: %{{x:.1f}} ms<extra></extra>",
-                        row=1, col=2)
+            fig.add_bar(y=ys, x=xs, base=bases, orientation="h", name=lk.label, legendgroup=key,
+                        showlegend=key not in shown_keys, width=2 * LANE_HALF,
+                        marker=dict(color=lk.colour, line=dict(color="#ffffff", width=0.6)), text=texts,
+                        textposition="inside", insidetextanchor="middle", textangle=0, textfont=dict(color=lk.ink),
+                        hovertemplate=f"{lk.tag}: %{{x:.1f}} ms<extra></extra>", row=1, col=2)
             shown_keys.add(key)
 
 
@@ -87,14 +91,14 @@ def race_figure(run: Run, upto: int) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[RACE_SHARE, 1 - RACE_SHARE],
                         horizontal_spacing=0.03,
                         subplot_titles=("the whole run: compute seconds, animation excluded",
-                                        "one step of each, magnified (mean ms)"),
+                                        "drafting in one step, magnified (mean ms)"),
                         figure=new_figure(title=dict(text="Race on this machine: the same prompt, steps interleaved",
                                                      font=dict(size=16)),
-                                          height=HEIGHT, margin=dict(l=170, r=20, t=96, b=10), barmode="overlay",
+                                          height=HEIGHT, margin=dict(l=170, r=20, t=110, b=10), barmode="overlay",
                                           bargap=0.3, uniformtext=dict(minsize=10, mode="hide"),
                                           legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01,
                                                       x=0, font=dict(size=12))))
-    fig.update_annotations(font=dict(size=13))
+    fig.update_annotations(font=dict(size=13), yshift=TITLE_LIFT)  # only the panels' titles exist yet
     bars, keys = _bars(shown), set()
     for key in part_order(bars):
         lk, b = part_look(key), bars[key]
@@ -111,6 +115,10 @@ def race_figure(run: Run, upto: int) -> go.Figure:
     fig.update_xaxes(ticksuffix=" ms", side="top", row=1, col=2)
     fig.update_yaxes(tickvals=list(range(len(shown))), ticktext=[_label(n) for n in reversed(tally.lanes)],
                      range=[-0.6, max(len(shown), 1) - 0.4], showgrid=False, row=1, col=1)
+    for pos, lane in zip(range(len(tally.lanes) - 1, -1, -1), tally.lanes):
+        if not lane.draft_ms:
+            fig.add_annotation(x=0, y=pos, text="no drafting", showarrow=False, xanchor="left",
+                               font=dict(size=13, color="#555555"), row=1, col=2)
     if not shown:
         fig.add_annotation(text="the race appears with the first step", showarrow=False, x=0.5, y=0.5, xref="paper",
                            yref="paper", font=dict(size=16))

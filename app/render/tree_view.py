@@ -19,9 +19,9 @@ from ..stages import COMMITTED, VERIFIED, stages
 from .committed import committed
 from .palette import LOOKS, TARGET, look
 
-COL_W, NODE_W, NODE_H, ROW_H = 120, 104, 20, 24  # px: 9 columns fit a ~1100 px panel
+COL_W, NODE_W, NODE_H, ROW_H = 92, 86, 20, 24  # px: 9 columns (depth 7) fit the panel of a 1440 px wide page
 TOP, LEFT = 50, 6  # room for the column headers
-LABEL_CHARS = 9  # token text shown on a node; the full text is on hover
+LABEL_CHARS = 7  # token text shown on a node; the full text is on hover
 TIP_CHARS = 80  # ... up to this many characters (SmolLM2's longest token has 81)
 _VISIBLE = str.maketrans({" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
@@ -173,7 +173,7 @@ def _columns(tree: DraftTree) -> dict[int, int]:
     return {tree.depth[i]: i for i in range(len(tree) - 1, -1, -1)}
 
 
-_BANDS = ((False, "transformer: one step at a time", "#eef5fb", "#0b4f80"),
+_BANDS = ((False, "transformer: step by step", "#eef5fb", "#0b4f80"),
           (True, "MLP heads: all at once, in one pass", "#fdf3ea", "#8a3b00"))
 LANE_FILL = "#efefef"  # the target's lane: opaque, over the bands (its ★ belongs to no drafting phase)
 
@@ -298,7 +298,7 @@ def single_step_svg(record: StepRecord, pieces: Mapping[int, str]) -> str:
         body += [_edge_svg(0, 0, 1, 0, "gm-edge", True),
                  _node_svg(1, 0, TARGET, "★" + short(piece_of(pieces, token), LABEL_CHARS - 1), tip,
                            "gm-node gm-enter", True)]
-    return _wrap(body, LEFT + 2 * COL_W, TOP + ROW_H, "one target step")
+    return _wrap(body, LEFT + 3 * COL_W, TOP + ROW_H, "one target step")  # room for the second title
 
 
 def _wrap(body: list[str], width: int, height: int, label: str) -> str:

@@ -132,6 +132,12 @@ def whatif_figure(run: Run, upto: int) -> go.Figure:
     return fig
 
 
+def _device_words(run: Run) -> str:
+    if run.verify_ratios:
+        return "verify(n) as measured on this device"
+    return "verify(n) on the line through this run's plain step and its own tree's verification (unmeasured here)"
+
+
 def whatif_html(run: Run | None, upto: int) -> str:
     p = predict(run, upto) if run is not None and upto >= 1 else None
     if p is None:
@@ -152,7 +158,7 @@ def whatif_html(run: Run | None, upto: int) -> str:
             f"modelled as draft + verify(n) + commit, with this run's means: drafting {1000 * p.costs.draft_s:.0f} "
             f"ms, commit {1000 * p.costs.commit_s:.0f} ms, one plain step {1000 * p.costs.plain_s:.0f} ms; the "
             f"speedup is over the whole run, prefill included, as in the boxes above. <i>{escape(p.device.name)}</i>: "
-            f"verify(n) as measured on this device; <i>flat</i>: verifying up to 64 tokens costs one plain step, as "
+            f"{_device_words(run)}; <i>flat</i>: verifying up to 64 tokens costs one plain step, as "
             f"on a GPU (there the best size here would be {p.result.sizes[best]} nodes, {flat[best]:.2f}×). Check "
             f"at this run's size ({p.nodes} nodes): predicted {predicted}, measured <b>{p.measured.speedup:.2f}×</b>.")
     return f'<style>{CSS}</style><div class="gm-whatif">{text}</div>'
