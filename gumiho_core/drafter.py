@@ -63,9 +63,10 @@ class DraftAttention(nn.Module):
         cos, sin = cos[:, None], sin[:, None]  # [B, 1, T, hd]
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
-        if cache is not None:
-            k, v = cache.update(layer, k, v)  # [1, kvh, S, hd]
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kvh != self.nh)
+        if cache is None:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kvh != self.nh)
+        else:  # the cache keeps the keys, and knows which of them each query may see
+            y = cache.attend(layer, q, k, v, mask)  # [B, nh, T, hd]
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.nh * self.hd))
 
 
@@ -159,7 +160,8 @@ class GumihoDrafter(nn.Module):
                cache: KVCache | None = None) -> torch.Tensor:
         """Run the serial stack on fused inputs x [B, T, H] at `positions` [B, T].
 
-        mask: bool [B, 1, T, S] (True = may attend), S = cache length + T; None = causal, no cache.
+        mask: bool [B, 1, T, S] (True = may attend), S = cache length + T; None = causal, no cache. A cache
+        may read the mask its own way (training's rollout: rollout.StepKeys).
         """
         cos, sin = self.rotary(x, positions)  # [B, T, hd]
         if cache is not None:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 class KVCache:
     """Keys and values of a small decoder stack, batch 1, grown in chunks, cropped in O(1).
 
-    A forward pass calls `reserve(T)`, then `update(layer, k, v)` once per layer (each layer writes
+    A forward pass calls `reserve(T)`, then `attend(layer, q, k, v, mask)` once per layer (each layer writes
     slots [length, length + T) and sees [0, length + T)), then `advance(T)`.
     """
 
@@ -38,6 +39,11 @@ class KVCache:
         self._k[layer][:, :, self.length : end] = k
         self._v[layer][:, :, self.length : end] = v
         return self._k[layer][:, :, :end], self._v[layer][:, :, :end]
+
+    def attend(self, layer: int, q, k, v, mask) -> torch.Tensor:
+        """Store this layer's new keys and values, and attend to everything stored. mask [B, 1, T, S]."""
+        k, v = self.update(layer, k, v)  # [1, kvh, S, hd]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
 
     def advance(self, T: int) -> None:
         self.length += T

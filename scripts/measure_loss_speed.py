@@ -35,6 +35,7 @@ def main(argv=None) -> int:
     p.add_argument("--micro-batches", type=int, default=2)
     p.add_argument("--micro-tokens", type=int, default=2048)
     p.add_argument("--rollout")
+    p.add_argument("--architecture", help="the family member (gumiho, eagle, medusa; default gumiho)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--flops", action="store_true", help="also count the arithmetic and the share of the matmul rate")
     args = p.parse_args(argv)
@@ -51,7 +52,8 @@ def main(argv=None) -> int:
     target = load_target()
     seqs = load_corpus(args.corpus, Path(args.workdir) / "features", target.config.hidden_size)
     rollout = {"rollout": args.rollout} if args.rollout else {}
-    cfg = TrainConfig(precision=args.precision, holdout=0.0, micro_tokens=args.micro_tokens, **rollout)
+    member = {"architecture": args.architecture} if args.architecture else {}
+    cfg = TrainConfig(precision=args.precision, holdout=0.0, micro_tokens=args.micro_tokens, **rollout, **member)
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(target, seqs, cfg, out)
     batches = micro_batches(trainer.train_seqs, cfg.micro_tokens, random.Random(0))
@@ -77,7 +79,8 @@ def main(argv=None) -> int:
     tokens, answer = (sum(c) for c in zip(*[one(micro) for micro in timed]))
     s = watch.lap()
     out = {"code": args.code or "this", "precision": args.precision, "threads": args.threads,
-           "rollout": extra.get("rollout", "teacher-forced"), "micro_batches": args.micro_batches,
+           "rollout": extra.get("rollout", "teacher-forced"), "architecture": args.architecture or "gumiho",
+           "micro_batches": args.micro_batches,
            "micro_tokens": args.micro_tokens, "seconds": round(s, 1), "tok_s": round(tokens / s, 1),
            "answer_tok_s": round(answer / s, 1)}
     if args.flops:

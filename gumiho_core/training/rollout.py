@@ -40,12 +40,19 @@ class Rollout:
 
 
 class StepKeys:
-    """GumihoDrafter.serial's cache interface over a batch, kept differentiable: each serial step appends its
-    keys and values (torch.cat, where KVCache writes slots in place, which autograd cannot follow)."""
+    """GumihoDrafter.serial's cache over a batch in the as-drafted rollout, kept differentiable (torch ops only,
+    where KVCache writes slots in place, which autograd cannot follow).
+
+    Step 1 stores the pairs' keys and attends causally (its mask). A later step k's query at pair j may see the
+    step-1 keys of pairs 0..j (the same mask) and its own chain at pair j: steps 2..k there, one key per step. So
+    the chain is attended position by position, [T, k-1] scores beside the [T, T] of the pairs, where one mask
+    over all steps' keys would be [T, k * T], almost all of it masked.
+    """
 
     def __init__(self, n_layers: int):
-        self.k: list[torch.Tensor | None] = [None] * n_layers
+        self.k: list[torch.Tensor | None] = [None] * n_layers  # step 1's keys [B, kvh, T, hd]
         self.v: list[torch.Tensor | None] = [None] * n_layers
+        self.chain: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in range(n_layers)]  # steps 2..k
 
     def reserve(self, extra: int) -> None:
         pass
@@ -53,11 +60,27 @@ class StepKeys:
     def advance(self, T: int) -> None:
         pass
 
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.k[layer] is not None:
-            k, v = torch.cat((self.k[layer], k), 2), torch.cat((self.v[layer], v), 2)  # [B, kvh, S + T, hd]
-        self.k[layer], self.v[layer] = k, v
-        return k, v
+    def attend(self, layer: int, q, k, v, mask) -> torch.Tensor:
+        """q [B, nh, T, hd], k and v [B, kvh, T, hd]; mask: step 1's [B, 1, T, T]."""
+        if self.k[layer] is None:
+            self.k[layer], self.v[layer] = k, v
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
+        self.chain[layer].append((k, v))
+        ck = torch.stack([c for c, _ in self.chain[layer]], dim=3)  # [B, kvh, T, c, hd]
+        cv = torch.stack([c for _, c in self.chain[layer]], dim=3)
+        return _pairs_and_chain(q, self.k[layer], self.v[layer], mask, ck, cv)
+
+
+def _pairs_and_chain(q, k, v, mask, ck, cv) -> torch.Tensor:
+    """One softmax over the pairs' keys (masked) and the query's own chain of keys (all visible)."""
+    g = q.shape[1] // k.shape[1]  # query heads per key head
+    k, v, ck, cv = (t.repeat_interleave(g, dim=1) for t in (k, v, ck, cv))
+    scale = q.shape[-1] ** -0.5
+    pairs = (q @ k.transpose(-1, -2) * scale).masked_fill(~mask, float("-inf"))  # [B, nh, T, T]
+    chain = (q.unsqueeze(3) * ck).sum(-1) * scale  # [B, nh, T, c]
+    p = torch.softmax(torch.cat((pairs, chain), dim=-1), dim=-1)
+    p_pairs, p_chain = p.split((pairs.shape[-1], chain.shape[-1]), dim=-1)
+    return p_pairs @ v + (p_chain.unsqueeze(-1) * cv).sum(3)  # [B, nh, T, hd]
 
 
 def _first_step(drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None, cache=None):
@@ -101,13 +124,11 @@ def as_drafted(drafter: GumihoDrafter, batch: Batch, noise: torch.Tensor | None 
     keys = StepKeys(drafter.cfg.num_layers)
     o, first_mask = _first_step(drafter, batch, noise, keys)
     ids = F.pad(batch.ids, (0, s + 1))  # [B, T+s+1]: tokens past the end are padding, never in the loss
-    diagonal = torch.eye(T - 1, dtype=torch.bool, device=o.device)[None, None].expand(B, -1, -1, -1)
     positions = torch.arange(T - 1, device=o.device)[None].expand(B, -1)
     outs, fused = [o], []
     for k in range(2, s + 1):
         fused.append(drafter.fuse(ids[:, k:k + T - 1], outs[-1]))  # fc(emb(x_{j+k}), o_{k-1,j})  [B, T-1, H]
-        mask = torch.cat([first_mask] + [diagonal] * (k - 1), dim=-1)  # [B, 1, T-1, k(T-1)]
-        outs.append(drafter.serial(fused[-1], positions + k - 1, mask, keys))
+        outs.append(drafter.serial(fused[-1], positions + k - 1, first_mask, keys))  # StepKeys adds the chain
     if not drafter.cfg.mlp_heads:
         return _no_heads(batch, outs)
     fused.append(drafter.fuse(ids[:, s + 1:s + T], outs[-1]))  # u_s = fc(emb(x_{j+s+1}), o_{s,j})
