@@ -64,7 +64,8 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     zero = _zero_gpu()
     try:
-        logging.getLogger("app").info("%d CPU threads for the models", set_threads(args.threads))
+        threads = set_threads(args.threads)
+        logging.getLogger("app").info("%d CPU thread%s for the models", threads, "" if threads == 1 else "s")
         backend = Backend(args.target, args.draft, "cuda" if zero and args.device == "auto" else args.device,
                         args.max_prompt_tokens, dtype=None if args.dtype == "auto" else args.dtype,
                         device_map=args.device_map, trust_remote_code=args.trust_remote_code,

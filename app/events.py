@@ -78,10 +78,11 @@ def _wire_controls(demo: gr.Blocks, view: View, news: News, backend: Backend, fo
     form.fast.change(on.on_fast, [view.state, form.fast], form.delay, **FREE)
     form.temperature.change(on.on_temperature, form.temperature, [form.seed, form.top_p], **FREE)
     form.method.change(on.on_method, [view.state, form.method], view.caption, **FREE)
+    news.race.input(on.on_race, [view.state, news.race], None, **FREE)
     form.preset.input(partial(on.on_preset, backend), [form.preset, *tree], [*tree, news.tree_note], **FREE)
     for box in tree:
         box.input(on.on_tree_edit, tree, form.preset, **FREE)
-    inputs = [view.state, form.preset, form.method, form.race]
+    inputs = [view.state, form.preset, form.method]
     news.timer.tick(partial(on.on_tick, news, backend), inputs, news.outputs, **FREE)
     demo.load(partial(on.on_tick, news, backend), inputs, news.outputs, **FREE)  # what this server offers now
     news.remeasure.click(act(partial(on.on_remeasure, backend)), None, news.timer, **FREE)

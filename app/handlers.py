@@ -36,7 +36,7 @@ def _refused(view: View, user: Player, error: Exception, context: str) -> dict:
 def on_run(view: View, backend: Backend, compute, user: Player, form: Form):
     """Start a run and animate it. `compute` is compute_run as the GPU sees it, for whole-run mode (ZeroGPU)."""
     try:
-        request = parse_request(form)
+        request = parse_request(form, user.race)
     except GumihoError as e:
         yield _refused(view, user, e, "refused a run")
         return
@@ -157,24 +157,29 @@ def on_temperature(temperature):
     return gr.update(interactive=sampling), gr.update(interactive=sampling)
 
 
+def on_race(user: Player, race):
+    """The methods ticked to race: kept with the visitor for their next Run."""
+    user.race = tuple(race or ())
+
+
 def on_method(user: Player, method):
     """Before any step is on screen, the caption says what a step of the chosen method does."""
     user.method = method
     return gr.skip() if user.run is not None and user.cursor >= 0 else step_caption_placeholder(method)
 
 
-def _offers(news: News, user: Player, methods, method, race) -> dict:
+def _offers(news: News, user: Player, methods, method) -> dict:
     """The methods the page offers, once they change (the drafters have loaded): the visitor's choices kept where
     they can still run."""
     if tuple(methods) == user.offered:
         return {news.method: gr.skip(), news.race: gr.skip()}
-    user.offered = tuple(methods)
+    user.offered, user.race = tuple(methods), None  # the default race again, of the methods that load now
     fresh = race_value(methods)
     return {news.method: gr.update(choices=method_choices(methods), value=method if method in methods else GUMIHO),
             news.race: gr.update(choices=race_choices(methods), value=fresh)}
 
 
-def on_tick(news: News, backend: Backend, user: Player, preset, method, race):
+def on_tick(news: News, backend: Backend, user: Player, preset, method):
     """The server's news for one visitor: the model line, the measurement, the note on the chosen tree, the methods
     the drafters allow (also in "How it works" while there is no run). The timer stops when nothing more will
     change."""
@@ -184,7 +189,7 @@ def on_tick(news: News, backend: Backend, user: Player, preset, method, race):
     return {news.model: model_line(status), news.auto: measure_note(status), news.timer: gr.Timer(active=not
             status.final), news.how: how or how_it_works_md(None, None, note), news.tree_note: note,
             news.missing: f'<div class="gm-missing">{missing_words(status)}</div>',
-            **_offers(news, user, status.methods, method, race or [])}
+            **_offers(news, user, status.methods, method)}
 
 
 def on_remeasure(backend: Backend):

@@ -93,7 +93,7 @@ def _form(backend: Backend) -> tuple[Form, dict]:
         delay = gr.Slider(0.05, 2, value=0.5, step=0.05, label="Animation: seconds per picture", elem_id="delay")
         fast = gr.Checkbox(False, label="Fast mode: no animation, one picture per step", elem_id="fast")
     form = Form(prompt=prompt, method=methods["method"], max_new_tokens=max_new, temperature=temperature,
-                preset=preset, delay=delay, fast=fast, race=methods["race"], **advanced)
+                preset=preset, delay=delay, fast=fast, **advanced)
     return form, news
 
 

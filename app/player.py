@@ -55,6 +55,7 @@ class Player:
     loads: int = 0  # files this visitor has loaded or tried to: each answer on the page carries its number
     note: str = ""  # what became of the last of them (HTML), under the Load button
     method: str = GUMIHO  # the method the form shows: what the caption describes before any step
+    race: tuple | None = None  # the methods ticked to race it (None: the page's default, of those that load)
     offered: tuple = ()  # the methods this visitor's page offers (handlers.on_tick changes them as drafters load)
     busy: bool = False  # a run is starting or animating for this visitor (read it; the methods set it)
     halt: str | None = None  # PAUSE or STOP once asked for, until the next animation begins (read it)

@@ -28,8 +28,8 @@ class Form:
     """The Run form: the values a handler gets, as the visitor left them (not yet checked).
 
     The layout builds the same dataclass with a component in each field, so the page's inputs, the
-    handler's values and the "run" API's parameters share this one order (a field added since comes last:
-    older API callers send the others by position).
+    handler's values and the "run" API's parameters share this one order (API callers send them by position:
+    the race the visitor ticks is kept with the visitor, Player.race, not here).
     """
 
     prompt: str
@@ -46,7 +46,6 @@ class Form:
     depth: float
     delay: float  # seconds per animation picture
     fast: bool  # one picture per step
-    race: list | None = None  # the methods that race on the same prompt (None: the page's default)
 
     @property
     def inputs(self) -> list:
@@ -173,12 +172,13 @@ def tree_request(preset, values) -> tuple[str, TreeConfig | None]:
     return CUSTOM, tree_settings(values)
 
 
-def parse_request(form: Form) -> Request:
-    """All the form's values at once; the first bad one raises. A named preset ignores the tree fields."""
+def parse_request(form: Form, race=None) -> Request:
+    """All the form's values and the race ticked (None: the default) at once; the first bad one raises. A named
+    preset ignores the tree fields."""
     decode = decode_settings(form.max_new_tokens, form.temperature, form.top_p, form.seed)
     prompt, method = check_prompt(form.prompt), check_method(form.method)
     tree, shape = tree_request(form.preset, form.tree)
-    return Request(prompt, method, decode, tree, shape, check_race(method, form.race))
+    return Request(prompt, method, decode, tree, shape, check_race(method, race))
 
 
 def api_settings(prompt, method, max_new_tokens, temperature, seed, tree: str = AUTO) -> Request:

@@ -55,10 +55,9 @@ def make_run(method="gumiho", records=None, clock=None, baseline=None) -> Run:
 
 
 def form(**overrides) -> Form:
-    """The Run form with the small tree's shape as custom fields, greedy, fast mode, the default race; `overrides`
-    by field name."""
+    """The Run form with the small tree's shape as custom fields, greedy, fast mode; `overrides` by field name."""
     values = dict(prompt="hi", method="gumiho", max_new_tokens=24, temperature=0, top_p=1, seed=0, preset="custom",
-                  top_k=6, mlp_topk=6, pruning=8, total_tokens=16, depth=7, delay=0.05, fast=True, race=None)
+                  top_k=6, mlp_topk=6, pruning=8, total_tokens=16, depth=7, delay=0.05, fast=True)
     values.update(overrides)
     return Form(**values)
 

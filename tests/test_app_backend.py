@@ -103,17 +103,18 @@ def test_a_run_far_from_the_prediction_is_noted_and_nothing_is_measured_again(mo
 
 def test_a_measurement_waits_while_a_visitor_acts():
     """The gate a measurement holds around each timed call lets the page have the machine first."""
-    from app.backend.measuring import SPAWN, Gate, StepLock
+    from app.backend.measuring import Gate, Quiet, StepLock
 
-    quiet_until = SPAWN.Value("d", time.monotonic() + 0.4)
-    lock = StepLock()
+    quiet, lock = Quiet(), StepLock()
+    quiet.touch()  # a visitor acts
     start = time.monotonic()
-    with Gate(lock, quiet_until):
+    with Gate(lock, quiet):
         waited = time.monotonic() - start
-        assert lock.shared.acquire(block=False) is False  # it holds the step lock's shared half
-    assert waited >= 0.35
-    with lock:  # and visitors' steps take the whole lock after it
-        assert lock.locked()
+        assert lock.locked()  # and then it holds the step lock: no visitor's step runs while it times a call
+    assert waited >= 1.9 and not lock.locked()  # QUIET_S (2 s) of quiet first
+    shared = lock.share()  # a measuring process shares the lock from then on
+    with lock:
+        assert not shared.acquire(block=False)
 
 
 def test_paused_runs_beyond_the_limit_stop_computing_oldest_first():

@@ -34,15 +34,16 @@ def cli_json(capsys, *argv) -> dict:
 def run_handler(models, view, user, prompt=PROMPT, method="gumiho", max_new_tokens=12, fast=True,
                 preset="small", compute=None, race=("gumiho-serial",)):
     """The Run event with the small tree; Gumiho's heads race in both modes (the default model's only trained
-    heads) beside plain decoding."""
-    from app.handlers import on_run
+    heads) beside plain decoding: the visitor ticked `race`."""
+    from app.handlers import on_race, on_run
 
+    on_race(user, list(race))
     return on_run(view, models, compute, user, form(prompt=prompt, method=method, max_new_tokens=max_new_tokens,
-                                                    preset=preset, fast=fast, race=list(race)))
+                                                    preset=preset, fast=fast))
 
 
 RUN_INPUTS = ["prompt", "method", "max-new-tokens", "temperature", "top-p", "seed", "preset", "tree-top_k",
-              "tree-mlp_topk", "tree-pruning", "tree-total_tokens", "tree-depth", "delay", "fast", "race-methods"]
+              "tree-mlp_topk", "tree-pruning", "tree-total_tokens", "tree-depth", "delay", "fast"]
 
 
 def test_the_run_event_takes_the_form_in_the_order_its_clients_send():
@@ -204,7 +205,7 @@ def test_pause_cuts_the_race_between_any_two_lanes_and_it_goes_on_where_it_stopp
     from app.render.race import race_html
 
     models, _ = app_view
-    request = parse_request(form(prompt=PROMPT, max_new_tokens=12, preset="small", race=["gumiho-serial"]))
+    request = parse_request(form(prompt=PROMPT, max_new_tokens=12, preset="small"), ["gumiho-serial"])
     whole = compute_run(models, request)
     player, cuts = Player(fast=True), 0
     player.load(*start_run(models, request), models.live)

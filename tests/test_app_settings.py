@@ -23,11 +23,13 @@ def test_form_values_become_a_request():
 
 
 def test_the_race_is_the_other_drafting_methods_in_registry_order():
-    assert parse_request(form(race=["ar", "medusa", "gumiho", "serial", "eagle"])).race == (
+    assert parse_request(form(), ["ar", "medusa", "gumiho", "serial", "eagle"]).race == (
         "eagle", "medusa", "gumiho-serial")  # the run's own and plain decoding race anyway; "serial" is an alias
     assert check_race("eagle", ["gumiho", "eagle"]) == ("gumiho",)
     with pytest.raises(GumihoError, match="method must be one of"):
         check_race("gumiho", ["hydra"])
+    with pytest.raises(GumihoError, match="the race must be a list of method names"):
+        parse_request(form(), "eagle")
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -41,7 +43,6 @@ def test_the_race_is_the_other_drafting_methods_in_registry_order():
     (dict(total_tokens=1), "total_tokens must be an integer in [2, 1024]"),
     (dict(seed=math.inf), "seed must be a whole number"),
     (dict(preset="huge"), "tree preset must be one of classroom, fastest, auto, paper, small, custom"),
-    (dict(race="eagle"), "the race must be a list of method names"),
 ])
 def test_bad_form_values_give_a_clear_message(overrides, message):
     with pytest.raises(GumihoError, match=re.escape(message)):

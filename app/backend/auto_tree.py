@@ -10,14 +10,14 @@ on its own while a class watches. measuring.py says where a measurement runs and
 from __future__ import annotations
 
 import threading
-import time
 
 from gumiho_core import (DRAFTING_METHODS, MEASURED, REMEASURE_GAP, GumihoError, ResolvedTree, TreeChoice, TreeConfig,
                          cached_tree_choice, measured_curve, method as method_info, prediction_gap, resolve_tree)
 
+from ..messages import report
 from ..state import Run
 from .loader import Loaded
-from .measuring import (CHOICE, DONE, ERROR, PROGRESS, QUIET_S, SPAWN, ModelSpec, StepLock, in_process, in_thread)
+from .measuring import CHOICE, DONE, ERROR, PROGRESS, ModelSpec, Quiet, StepLock, in_process, in_thread
 
 AUTO_TREE_POLICIES = ("measure", "cached", "off")  # measure once if not cached / only read the cache / never
 ALL = "all"  # an error of the whole measurement, not of one method
@@ -37,12 +37,12 @@ class Measurements:
         self.settled = threading.Event()  # set once the first measurement is known, or known not to come
         self.expected = False  # a settle_all() is on its way (the background thread has started)
         self.isolate = device == "cpu"  # measure in a process of its own (measuring.py)
-        self.quiet_until = SPAWN.Value("d", 0.0)  # time.monotonic() until which a measurement lets visitors act
+        self.quiet = Quiet()  # until when a measurement lets visitors act
         self._busy = threading.Lock()  # one measurement at a time
 
     def touch(self) -> None:
         """A visitor acts: a measurement waits for QUIET_S of quiet before its next timed call."""
-        self.quiet_until.value = time.monotonic() + QUIET_S
+        self.quiet.touch()
 
     def settle_all(self, loaded: Loaded | None, spec: ModelSpec | None = None) -> None:
         """Each drafting method's trees: cached, else measured here once (policy "measure")."""
@@ -86,10 +86,13 @@ class Measurements:
     def _measure(self, loaded: Loaded, spec: ModelSpec | None, methods: list[str], refresh: bool) -> None:
         self.again = refresh
         self.measuring = "starting"
-        if self.isolate and spec is not None:
-            in_process(spec, methods, refresh, self._receive, self.lock, self.quiet_until)
-        else:
-            in_thread(loaded, methods, refresh, self._receive, self.lock, self.quiet_until)
+        try:
+            if self.isolate and spec is not None:
+                in_process(spec, methods, refresh, self._receive, self.lock, self.quiet)
+            else:
+                in_thread(loaded, methods, refresh, self._receive, self.lock, self.quiet)
+        except Exception as e:  # e.g. no process could be started here: the trees stay as they were, and say why
+            self.errors[ALL] = report(e, "measuring this device")
 
     def _receive(self, message: tuple) -> None:
         """One report of the measurement (measuring.py): progress, a method's trees, a failure, the end."""

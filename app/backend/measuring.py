@@ -33,23 +33,32 @@ PROGRESS, CHOICE, ERROR, DONE = "progress", "choice", "error", "done"  # what a 
 
 
 class StepLock:
-    """One decoding step or one timed call at a time, across visitors (threads) and the measuring process: a thread
-    lock, then the lock shared with that process. `locked()` says whether another visitor's step holds it."""
+    """One decoding step or one timed call at a time, across visitors (threads) and a measuring process: a thread
+    lock, then (once a process measures) the lock shared with it. `locked()` says whether another visitor's step
+    holds it."""
 
     def __init__(self):
         self._threads = threading.Lock()
-        self.shared = SPAWN.Lock()  # what the measuring process takes around each timed call
+        self.shared = None  # what a measuring process takes around each timed call; made when one first starts
+
+    def share(self):
+        """The lock a measuring process shares (made once, while no step holds the thread lock)."""
+        with self._threads:
+            if self.shared is None:
+                self.shared = SPAWN.Lock()
+        return self.shared
 
     def acquire(self, blocking: bool = True) -> bool:
         if not self._threads.acquire(blocking):
             return False
-        if not self.shared.acquire(blocking):
+        if self.shared is not None and not self.shared.acquire(blocking):
             self._threads.release()
             return False
         return True
 
     def release(self) -> None:
-        self.shared.release()
+        if self.shared is not None:
+            self.shared.release()
         self._threads.release()
 
     def __enter__(self):
@@ -63,9 +72,28 @@ class StepLock:
         return self._threads.locked()
 
 
+class Quiet:
+    """Until when (time.monotonic(), one clock for every process) a measurement lets visitors act; mirrored into
+    the memory a measuring process shares, once one runs."""
+
+    def __init__(self):
+        self.value = 0.0
+        self.shared = None
+
+    def touch(self) -> None:
+        self.value = time.monotonic() + QUIET_S
+        if self.shared is not None:
+            self.shared.value = self.value
+
+    def share(self):
+        if self.shared is None:
+            self.shared = SPAWN.RawValue("d", self.value)  # one float, written by the page, read by the process
+        return self.shared
+
+
 class Gate:
-    """What a measurement holds around each timed call: it waits while a visitor acts (until `quiet_until`, a shared
-    time.monotonic() value, which is the same clock in every process), then takes `lock`."""
+    """What a measurement holds around each timed call: it waits while a visitor acts (until `quiet_until.value`),
+    then takes `lock`."""
 
     def __init__(self, lock, quiet_until):
         self.lock, self.quiet_until = lock, quiet_until
@@ -124,10 +152,10 @@ def _child(spec: ModelSpec, methods, refresh: bool, out, lock, quiet_until) -> N
     measure_methods(target, drafter_of, methods, refresh, out.put, Gate(lock, quiet_until))
 
 
-def in_process(spec: ModelSpec, methods, refresh: bool, receive: Callable, lock: StepLock, quiet_until) -> None:
+def in_process(spec: ModelSpec, methods, refresh: bool, receive: Callable, lock: StepLock, quiet: Quiet) -> None:
     """Measure in a process of its own (blocks until it has ended); each report goes to receive()."""
     out = SPAWN.Queue()
-    proc = SPAWN.Process(target=_child, args=(spec, tuple(methods), refresh, out, lock.shared, quiet_until),
+    proc = SPAWN.Process(target=_child, args=(spec, tuple(methods), refresh, out, lock.share(), quiet.share()),
                          name="gumiho-measure", daemon=True)
     proc.start()
     while True:
@@ -144,7 +172,7 @@ def in_process(spec: ModelSpec, methods, refresh: bool, receive: Callable, lock:
     proc.join(timeout=10)
 
 
-def in_thread(loaded, methods, refresh: bool, receive: Callable, lock: StepLock, quiet_until) -> None:
+def in_thread(loaded, methods, refresh: bool, receive: Callable, lock: StepLock, quiet: Quiet) -> None:
     """Measure on the loaded models, in the calling thread (blocks until done)."""
     measure_methods(loaded.target, lambda member: loaded.drafters[member], methods, refresh, receive,
-                    Gate(lock, quiet_until))
+                    Gate(lock, quiet))
