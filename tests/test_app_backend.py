@@ -184,3 +184,16 @@ def test_drafter_specs_from_the_flags():
         parse_draft_for(["eagle"])
     with pytest.raises(GumihoError, match="the drafters are gumiho, eagle, medusa"):
         drafter_specs("default", {"hydra": "untrained"})
+
+
+def test_the_classroom_tree_says_what_it_costs_here_once_measured(monkeypatch):
+    from app.render.status import tree_note
+
+    models = _measuring_backend(monkeypatch, lambda target, drafter, mode, progress, **_: fake_choice(mode))
+    before = tree_note(models.status(), "classroom")
+    assert "S1, S2 and the MLP heads M1–M5 all show in every step" in before
+    assert "What verifying 22 tokens costs on this machine is not measured yet" in before
+    models.auto.settle_all(models.loader.loaded)  # verify: 12 tokens 1.6 plain steps, 24 tokens 3.0
+    after = tree_note(models.status(), "classroom")
+    assert "Verifying 22 tokens costs ~2.8× a plain step here (measured)." in after
+    assert "**fastest**: the fastest measured tree of any depth" in tree_note(models.status(), "fastest")

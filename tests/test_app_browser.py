@@ -167,7 +167,7 @@ def race_timing_and_what_if_are_on_screen(page) -> None:
     assert {"verify: one target pass over the tree", "M: the MLP heads, all at once (one pass)"} <= timing
     assert any(name.startswith("S1") for name in timing)
     whatif = [t["name"] for t in plot(page, "whatif")["data"]]
-    assert any("measured verify cost" in n for n in whatif) and any("GPU-like" in n for n in whatif)
+    assert any("own verify cost" in n for n in whatif) and any("GPU-like" in n for n in whatif)  # unmeasured here
     assert any(n.startswith("measured in this run") for n in whatif)
     expect(page.locator("#whatif-note")).to_contain_text("A prediction, not a measurement")
     expect(page.locator("#whatif-note")).to_contain_text("measured")

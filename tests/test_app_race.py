@@ -117,6 +117,9 @@ def test_the_what_if_view_checks_its_prediction_against_the_run():
     assert p.measured.speedup == pytest.approx(n.speedup) == pytest.approx(1.8 / 2.0)  # the boxes' speedup
     fig = whatif_figure(run, 2)
     names = [t.name for t in fig.data]
-    assert any("measured verify cost" in (n or "") for n in names) and any("GPU-like" in (n or "") for n in names)
+    assert any("this run's own verify cost" in (n or "") for n in names) and any("GPU-like" in (n or "") for n in names)
+    run.verify_ratios = {8: 4.0, 22: 9.0}  # this device measured: its own curve
+    assert any("measured verify cost" in (t.name or "") for t in whatif_figure(run, 2).data)
+    assert "verify(n) as measured on this device" in whatif_html(run, 2)
     note = whatif_html(run, 2)
     assert "A prediction, not a measurement" in note and f"measured <b>{n.speedup:.2f}×</b>" in note

@@ -26,6 +26,7 @@ LANE_HALF = 0.36  # half a lane's bar height, in lane units
 RACE_SHARE = 0.72  # of the width: the race; the rest is the inset of one step
 MIN_LABEL_SHARE = 0.12  # an inset block narrower than this share of its lane's drafting carries no tag
 TITLE_LIFT = 26  # pixels: the panels' titles sit above their time axes
+AXIS_ROOM = 1.12  # the time axis runs this far past the last finish line: room for its label
 CSS = """
 .gm-race{font-size:15px;line-height:1.5;color:#111;padding:4px 8px}
 .gm-race .ok{color:#0b6e2f;font-weight:650}
@@ -111,7 +112,7 @@ def race_figure(run: Run, upto: int) -> go.Figure:
     _inset(fig, tally, keys)
     _finish_lines(fig, shown)
     end = max([lane.end for lane in shown] + [0.1])
-    fig.update_xaxes(range=[0, end * 1.12], ticksuffix=" s", side="top", row=1, col=1)
+    fig.update_xaxes(range=[0, end * AXIS_ROOM], ticksuffix=" s", side="top", row=1, col=1)
     fig.update_xaxes(ticksuffix=" ms", side="top", row=1, col=2)
     fig.update_yaxes(tickvals=list(range(len(shown))), ticktext=[_label(n) for n in reversed(tally.lanes)],
                      range=[-0.6, max(len(shown), 1) - 0.4], showgrid=False, row=1, col=1)

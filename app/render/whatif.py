@@ -116,7 +116,8 @@ def whatif_figure(run: Run, upto: int) -> go.Figure:
     colour, sizes, name = method_colour(p.lane.method), list(p.result.sizes), method_label(p.lane.method)
     fig.add_scatter(x=sizes, y=list(p.result.tokens_per_step), mode="lines+markers", line=dict(color=colour, width=3),
                     name=f"{name}, predicted from this run's verdicts", row=1, col=1)
-    for curve, dash, c, what in ((p.device, "solid", colour, "this device's measured verify cost"),
+    mine = "this device's measured verify cost" if run.verify_ratios else "this run's own verify cost, as a line"
+    for curve, dash, c, what in ((p.device, "solid", colour, mine),
                                  (flat_curve(), "dash", FLAT_COLOUR, "flat verify cost, n ≤ 64 (GPU-like)")):
         fig.add_scatter(x=sizes, y=list(p.speedups[curve.name]), mode="lines", name=f"speedup with {what}",
                         line=dict(color=c, width=3, dash=dash), row=1, col=2)
