@@ -117,6 +117,22 @@ def test_a_measurement_waits_while_a_visitor_acts():
         assert not shared.acquire(block=False)
 
 
+def test_a_measuring_process_that_dies_holding_the_lock_does_not_hold_the_page():
+    from app.backend.measuring import StepLock
+
+    lock, stepped = StepLock(), threading.Event()
+    lock.share().acquire()  # the process takes it for a timed call, and dies there
+
+    def step():
+        with lock:
+            stepped.set()
+
+    threading.Thread(target=step, daemon=True).start()
+    assert not stepped.wait(0.5)  # a visitor's step waits for the timed call
+    lock.unshare()  # the process has ended (measuring.in_process)
+    assert stepped.wait(2) and not lock.locked()
+
+
 def test_paused_runs_beyond_the_limit_stop_computing_oldest_first():
     from types import SimpleNamespace
 

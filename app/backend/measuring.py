@@ -28,37 +28,49 @@ log = logging.getLogger(__name__)
 SPAWN = multiprocessing.get_context("spawn")  # a fresh interpreter: torch's threads do not survive a fork
 LOWEST_PRIORITY = 19  # os.nice: the scheduler gives the page's process the core whenever it wants it
 QUIET_S = 2.0  # a measurement waits until no visitor has acted for this long before its next timed call
-POLL_S = 0.1  # how often a waiting measurement looks again
+POLL_S = 0.1  # how often a waiting measurement (or a step waiting for one's timed call) looks again
+FOLLOW_S = 1.0  # how often the page looks whether a silent measuring process is still alive
+JOIN_S = 10.0  # the longest the page waits for a measuring process to exit once it is done
 PROGRESS, CHOICE, ERROR, DONE = "progress", "choice", "error", "done"  # what a measurement reports
 
 
 class StepLock:
     """One decoding step or one timed call at a time, across visitors (threads) and a measuring process: a thread
-    lock, then (once a process measures) the lock shared with it. `locked()` says whether another visitor's step
-    holds it."""
+    lock, then (while a process measures) the lock shared with it. `locked()` says whether another visitor's step
+    holds it. A process that dies holding the shared lock cannot hold the page with it: a step waits for the shared
+    lock in slices, and lets go of it once the process has ended (unshare)."""
 
     def __init__(self):
         self._threads = threading.Lock()
-        self.shared = None  # what a measuring process takes around each timed call; made when one first starts
+        self.shared = None  # what a measuring process takes around each timed call, while one runs
+        self._taken = None  # the shared lock this step holds, if it took one
 
     def share(self):
-        """The lock a measuring process shares (made once, while no step holds the thread lock)."""
+        """The lock a measuring process shares (made when it starts)."""
         with self._threads:
-            if self.shared is None:
-                self.shared = SPAWN.Lock()
+            self.shared = SPAWN.Lock()
         return self.shared
+
+    def unshare(self) -> None:
+        """The measuring process has ended: steps take turns among themselves again."""
+        self.shared = None
 
     def acquire(self, blocking: bool = True) -> bool:
         if not self._threads.acquire(blocking):
             return False
-        if self.shared is not None and not self.shared.acquire(blocking):
-            self._threads.release()
-            return False
+        while (shared := self.shared) is not None:
+            if shared.acquire(block=blocking, timeout=POLL_S if blocking else None):
+                self._taken = shared
+                break
+            if not blocking:
+                self._threads.release()
+                return False
         return True
 
     def release(self) -> None:
-        if self.shared is not None:
-            self.shared.release()
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            taken.release()
         self._threads.release()
 
     def __enter__(self):
@@ -158,9 +170,18 @@ def in_process(spec: ModelSpec, methods, refresh: bool, receive: Callable, lock:
     proc = SPAWN.Process(target=_child, args=(spec, tuple(methods), refresh, out, lock.share(), quiet.share()),
                          name="gumiho-measure", daemon=True)
     proc.start()
+    try:
+        _follow(proc, out, receive)
+    finally:
+        proc.join(timeout=JOIN_S)
+        lock.unshare()
+
+
+def _follow(proc, out, receive: Callable) -> None:
+    """The measuring process's reports, until it is done or has ended."""
     while True:
         try:
-            message = out.get(timeout=1.0)
+            message = out.get(timeout=FOLLOW_S)
         except queue.Empty:
             if proc.is_alive():
                 continue
@@ -169,7 +190,6 @@ def in_process(spec: ModelSpec, methods, refresh: bool, receive: Callable, lock:
         receive(message)
         if message[0] == DONE:
             break
-    proc.join(timeout=10)
 
 
 def in_thread(loaded, methods, refresh: bool, receive: Callable, lock: StepLock, quiet: Quiet) -> None:
