@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 
 from gumiho_core import (DRAFTING_METHODS, MEASURED, REMEASURE_GAP, GumihoError, ResolvedTree, TreeChoice, TreeConfig,
-                         cached_tree_choice, measured_curve, method as method_info, prediction_gap, resolve_tree)
+                         cached_tree_choice, method as method_info, prediction_gap, resolve_tree)
 
 from ..messages import report
 from ..state import Run
@@ -150,10 +150,3 @@ class Measurements:
         """This device's measured cost of verifying n tokens, in plain steps (Gumiho's measurement first)."""
         choice = self.choices.get(DRAFTING_METHODS[0]) or next(iter(self.choices.values()), None)
         return {} if choice is None else {int(n): s / choice.ar_step_s for n, s in choice.verify_s.items()}
-
-    def verify_ratio(self, nodes: int) -> float | None:
-        """What verifying `nodes` tokens costs here, in plain steps (interpolated); None until measured."""
-        ratios = self.verify_ratios()
-        if not ratios:
-            return None
-        return measured_curve("", {n: r for n, r in ratios.items()}, 1.0).ratio(nodes)
