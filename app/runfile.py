@@ -11,9 +11,10 @@ import gc
 import json
 import os
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 
-from gumiho_core import RUN_FILE_VERSION, check_method
+from gumiho_core import MAX_NOTES, RUN_FILE_VERSION, check_method
 
 from .checks import RunFileError
 from .limits import MAX_BYTES
@@ -50,7 +51,25 @@ def to_dict(run: Run) -> dict:
 
 
 def dumps(run: Run) -> str:
-    return json.dumps(to_dict(run), ensure_ascii=False, allow_nan=False)
+    """The run's file. A race too long for what a file may hold (MAX_BYTES, runcheck's JSON budget) is written
+    without its other drafting lanes, with a note saying so: every file the page writes, it reads back."""
+    text = json.dumps(to_dict(run), ensure_ascii=False, allow_nan=False)
+    if run.rivals and not _within_limits(text):
+        note = (f"The race's other lanes ({', '.join(run.rivals)}) were left out of this file: with them it would "
+                f"exceed what a run file may hold ({MAX_BYTES / 1e6:.0f} MB, or the JSON budget).")
+        alone = replace(run, rivals={}, rival_trees={}, notes=[*run.notes, note][:MAX_NOTES])
+        text = json.dumps(to_dict(alone), ensure_ascii=False, allow_nan=False)
+    return text
+
+
+def _within_limits(text: str) -> bool:
+    if len(text.encode("utf-8")) > MAX_BYTES:
+        return False
+    try:
+        check_json_text(text)
+    except RunFileError:
+        return False
+    return True
 
 
 def read(path: str) -> Run:

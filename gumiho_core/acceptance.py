@@ -55,7 +55,7 @@ class Acceptance:
         """Count one step (steps without a verdict, the prefill and plain decoding, count for nothing)."""
         if rec.verdict is None:
             return
-        a = rec.verdict.accept_length
+        a = min(rec.verdict.accept_length, len(rec.new_token_ids))  # drafts past the end of the text count for nothing
         self.steps += 1
         self.new_tokens += len(rec.new_token_ids)
         self.histogram[min(a, self.max_depth)] += 1
@@ -111,13 +111,6 @@ class Calibration:
             t[0] += 1
             t[1] += math.exp(tree.logprob[i])
             t[2] += tree.tokens[i] == verdict.target_token[tree.parents[i]]
-
-    def merge(self, other: "Acceptance") -> None:
-        """Add another tally's counts (of the same max_depth) to this one."""
-        self.steps, self.new_tokens = self.steps + other.steps, self.new_tokens + other.new_tokens
-        for mine, theirs in ((self.reached, other.reached), (self.accepted, other.accepted),
-                             (self.histogram, other.histogram)):
-            mine[:] = [a + b for a, b in zip(mine, theirs, strict=True)]
 
     def add(self, run: RunResult) -> None:
         for rec in run.records:

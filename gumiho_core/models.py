@@ -272,9 +272,10 @@ def load_drafter(spec: str, target: Target, member: str = "gumiho") -> GumihoDra
     return _build(cfg, state, target, source)
 
 
-def has_default_heads(target: Target, member: str = "gumiho") -> bool:
-    """Whether trained heads of `member` ship for this target (assets/)."""
-    return target.name == DEFAULT_TARGET_NAME and (default_drafter_dir(member) / "config.json").is_file()
+def has_default_heads(target: Target | str, member: str = "gumiho") -> bool:
+    """Whether trained heads of `member` ship for this target, or the target of this name (assets/)."""
+    name = target if isinstance(target, str) else target.name
+    return name == DEFAULT_TARGET_NAME and (default_drafter_dir(member) / "config.json").is_file()
 
 
 def read_drafter(spec: str, target: Target, member: str = "gumiho") -> tuple[DrafterConfig, dict[str, torch.Tensor], str]:

@@ -43,4 +43,5 @@ def device_name(device: torch.device) -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {torch.get_num_threads()} threads"
+    n = torch.get_num_threads()
+    return f"{cpu}, {n} thread{'s' if n != 1 else ''}"

@@ -81,6 +81,20 @@ def test_a_race_file_keeps_every_lane_and_replays_the_whole_race(tmp_path):
     assert _summary(back) == _summary(run)
 
 
+def test_a_race_too_long_for_one_file_is_saved_without_its_other_lanes(monkeypatch):
+    """Every file the page writes it reads back: a race whose lanes would break the file's limits keeps the run and
+    plain decoding, with a note naming the lanes left out."""
+    run = with_rival(make_run())
+    whole = runfile.dumps(run)
+    monkeypatch.setattr(runfile, "MAX_BYTES", len(whole.encode()) - 1)  # the race alone is over the limit
+    text = runfile.dumps(run)
+    data = json.loads(text)
+    assert data["version"] == 1 and "lanes" not in data and len(text.encode()) <= runfile.MAX_BYTES
+    assert "other lanes (eagle) were left out" in data["notes"][-1]
+    back = runfile.loads(text)
+    assert not back.rivals and [r.to_dict() for r in back.records] == [r.to_dict() for r in run.records]
+
+
 def _summary(run) -> list:
     """Every lane's numbers as the panels show them (the file rounds times to microseconds)."""
     return [(n.method, n.tokens, n.steps, n.reached, n.accepted, round(n.speedup, 3), round(n.seconds, 3))

@@ -9,7 +9,6 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from gumiho_core import (AR, ARCHITECTURES, DEFAULT_TARGET_NAME, METHODS, REGISTRY, GumihoDrafter, GumihoError, Target,
                          has_default_heads, load_drafter, load_target)
@@ -76,10 +75,9 @@ class Loaded:
 def expected_methods(target_spec: str, specs: dict[str, str]) -> tuple[str, ...]:
     """Before the models load: the methods whose heads should load (the page offers them; once loaded, Loaded.methods
     says for sure). Default heads ship for the default target only; elsewhere "default" Gumiho heads are untrained."""
-    default_target = SimpleNamespace(name=DEFAULT_TARGET_NAME)
     ok = {member for member, spec in specs.items()
           if spec != DEFAULT or member == "gumiho" and target_spec != DEFAULT
-          or target_spec == DEFAULT and has_default_heads(default_target, member)}
+          or target_spec == DEFAULT and has_default_heads(DEFAULT_TARGET_NAME, member)}
     return tuple(m for m in METHODS if m == AR or REGISTRY[m].drafter in ok)
 
 
