@@ -146,7 +146,7 @@ def test_the_exactness_line_says_what_a_difference_means_in_the_targets_dtype(dt
     assert n.same is False and n.differs_at == 2
     md = how_it_works_md(run, n)
     assert words in md and absent not in md
-    assert ("*Exactness* in the README" in md) == (dtype != "float32")
+    assert ("*Exactness* in docs/method.md" in md) == (dtype != "float32")
 
 
 def test_the_running_line_says_more_steps_are_coming_until_the_run_is_computed():

@@ -252,7 +252,7 @@ def _tree_story(run: Run) -> str:
 
 _ROUNDING = ("a tree pass and a one-token pass round differently there, so where the target's two best tokens "
              "are that close either can come out, and the texts go on differently from that token")
-_SEE_README = "see *Exactness* in the README"
+_SEE_EXACTNESS = "see *Exactness* in docs/method.md"
 
 
 def _exactness(run: Run, tally: Numbers) -> str:
@@ -269,7 +269,7 @@ def _exactness(run: Run, tally: Numbers) -> str:
                 f"{run.dtype}, where they must be identical: this is a bug, please report it.")
     if run.dtype in HALF_PRECISION:
         return (f" Exactness check: the tokens part from plain decoding's {at}. The target runs in {run.dtype}: "
-                f"{_ROUNDING}. That is half-precision arithmetic, not a lost token ({_SEE_README}).")
+                f"{_ROUNDING}. That is half-precision arithmetic, not a lost token ({_SEE_EXACTNESS}).")
     return (f" Exactness check: the tokens part from plain decoding's {at}. This run file does not say the "
             f"target's dtype: in fp32 that is a bug (please report it); in bf16 or fp16 {_ROUNDING} "
-            f"({_SEE_README}).")
+            f"({_SEE_EXACTNESS}).")

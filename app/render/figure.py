@@ -1,13 +1,12 @@
 """A new plotly figure in the page's look: plotly_white cut down to what these charts draw (scatter and bar traces
 on cartesian axes, lines, notes). The whole template is about 7 KB of JSON in every figure sent to the browser,
-settings of some twenty trace kinds and of polar, 3-D and map axes that no chart here has; a small figure built and
-serialised took 22 ms with it and 5 ms with the cut one (measured here, AVX2 EPYC).
+settings of trace kinds and axes that no chart here has; cut down, a figure is built and sent several times faster.
 
 Two axis settings differ from plotly_white, both for the browser's time: each figure sets margins that hold its
 labels, so the axes do not push the margins out (`automargin`: plotly draws a chart a second time whenever they
 grow, and each update starts again from the figure's own margins), and tick labels are not measured one by one to
-hide those that would cross the page's edge (`ticklabeloverflow`). In a 24-token run animated in Chromium on the
-AVX2 EPYC, the page's long tasks went from 8.6-10.2 s to 5.5-5.6 s, its longest from 1.3-1.4 s to 0.8 s."""
+hide those that would cross the page's edge (`ticklabeloverflow`). Together they cut the browser's long tasks
+while a run animates by about a third (docs/performance.md)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
