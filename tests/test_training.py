@@ -542,3 +542,16 @@ def test_the_family_is_tuned_alike_on_the_validation_split_and_trained_alike(tar
             ("target" if arch == "medusa" else "serial")
     with pytest.raises(GumihoError, match="--architectures"):
         family.cmd_family(build_parser().parse_args(["family", "--steps", "2", "--architectures", "hydra"]), models)
+
+
+def test_family_refuses_a_sweep_that_has_not_reached_a_member(target, tmp_path):
+    import json
+
+    from gumiho_core.training import family
+    from gumiho_core.training.cli import build_parser
+
+    (tmp_path / "tune.json").write_text(json.dumps({"medusa": {"trials": [], "lr": 0.002}}))
+    args = build_parser().parse_args(["family", "--workdir", str(tmp_path), "--steps", "2", "--architectures", "eagle"])
+    with pytest.raises(GumihoError, match="holds no rate for eagle"):
+        family.cmd_family(args, SimpleNamespace(target=lambda: target))
+    assert family.chosen_rate(args, "medusa") == 0.002

@@ -90,9 +90,16 @@ def cmd_tune(args, models) -> None:
 
 
 def chosen_rate(args, arch: str) -> float:
-    """The member's rate from the sweep (tune.json), else --lr for all alike."""
-    sweep = card.read_json(workdir_for(args) / TUNE) or {}
-    return sweep.get(arch, {}).get("lr", args.lr)
+    """The member's rate from the sweep (tune.json), else --lr for all alike; a sweep that has not reached this
+    member is refused, since the members would then have had unequal tuning."""
+    sweep = card.read_json(workdir_for(args) / TUNE)
+    if sweep is None:
+        return args.lr
+    if arch not in sweep:
+        raise GumihoError(f"{workdir_for(args) / TUNE} holds no rate for {arch} (it has {', '.join(sweep) or 'none'}): "
+                          f"finish the sweep (train tune --architectures {arch}) or remove the file to train every "
+                          "member at --lr")
+    return sweep[arch]["lr"]
 
 
 def cmd_family(args, models) -> None:
