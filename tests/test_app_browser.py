@@ -56,13 +56,19 @@ def browser():
         b.close()
 
 
+def open_page(browser, url: str, viewport: dict, timeout_ms: int):
+    """A fresh visitor: (its browser context, its page), the page loaded and the prompt box there."""
+    context = browser.new_context(viewport=viewport, accept_downloads=True)
+    pg = context.new_page()
+    pg.set_default_timeout(timeout_ms)
+    pg.goto(url)
+    pg.wait_for_selector("#prompt textarea")
+    return context, pg
+
+
 @pytest.fixture
 def page(browser, app_url):
-    context = browser.new_context(viewport=LAPTOP, accept_downloads=True)
-    pg = context.new_page()
-    pg.set_default_timeout(30_000)
-    pg.goto(app_url)
-    pg.wait_for_selector("#prompt textarea")
+    context, pg = open_page(browser, app_url, LAPTOP, 30_000)
     yield pg
     context.close()
 

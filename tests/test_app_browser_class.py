@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from app_server import running_app, wait_for_log
-from test_app_browser import BROWSER_ARGS, CHROMIUM, ENDED, SHOTS, UPLOAD, plot, sync_playwright
+from test_app_browser import (CHROMIUM, ENDED, SHOTS, UPLOAD, browser, open_page, plot,  # noqa: F401 (a fixture)
+                              sync_playwright)
 
 from app.render.phases import part_look
 
@@ -29,14 +30,6 @@ RUN_S = 600  # the longest a run on this 2-core machine may take to end (the ani
 HEADS = {"S1", "S2", "M1", "M2", "M3"}  # what the default run's steps must show together
 UNTRAINED = "eagle=untrained,medusa=untrained"
 GUMIHO_PHASES = ("prefill", "serial1", "serial2", "parallel", "select", "verify", "commit", "plain")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
-        yield b
-        b.close()
 
 
 def _app(tmp_path_factory, *args, env=None):
@@ -72,12 +65,7 @@ def measuring(tmp_path_factory):
 
 
 def fresh(browser, url):
-    context = browser.new_context(viewport=CLASSROOM, accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    page.goto(url)
-    page.wait_for_selector("#prompt textarea")
-    return context, page
+    return open_page(browser, url, CLASSROOM, 60_000)
 
 
 def shot(page, name: str, selector: str | None = None) -> None:
