@@ -346,9 +346,10 @@ def test_card_opens_with_hugging_face_metadata_and_says_how_to_use_the_heads():
     assert text.startswith("---\n") and text.index("# Gumiho heads for tiny") > text.index("\n---\n")
     meta = yaml.safe_load(text.split("---\n")[1])
     assert meta == {"license": "apache-2.0", "base_model": "org/tiny-target", "library_name": "gumiho_core",
-                    "tags": ["speculative-decoding", "gumiho", "draft-model"]}
+                    "tags": ["speculative-decoding", "draft-model", "gumiho"]}
     how = text[text.index("## How to use"):text.index("## Evaluation")]
-    assert "python -m gumiho_core.generate --target org/tiny-target --draft assets/tiny-heads --prompt" in how
+    assert "python -m gumiho_core.generate --target org/tiny-target --method gumiho --draft assets/tiny-heads" in how
+    assert "--draft assets/tiny-heads --methods ar,gumiho,gumiho-serial" in how
     assert 'drafter = load_drafter("assets/tiny-heads", target)' in how and 'load_target("org/tiny-target")' in how
     assert "train export --draft assets/tiny-heads --out DIR" in how
     assert "GUMIHO" + ".md" not in text  # notes outside the repository (split: grep finds no citation)
@@ -391,3 +392,24 @@ def test_the_versions_table_carries_every_shipped_version_to_the_next_card():
     elsewhere = card.Facts(**{**new.__dict__, "train_config": {**facts.train_config, "init_from": "/w/run7/drafter"}})
     assert "| v15 | 600 from `run7` |" in card.model_card(elsewhere)
     assert card.VERSIONS not in card.model_card(facts)  # no version name, no row
+
+
+@pytest.mark.parametrize("member, name, method", [("eagle", "EAGLE-2-style", "eagle"), ("medusa", "Medusa-style", "medusa")])
+def test_a_comparison_drafters_card_speaks_of_its_own_heads(member, name, method):
+    """The same card for the family's other members: their name and architecture, their method in every command and
+    table, no Gumiho-only section (export, the objective comparison, the hybrid's limitation), and what they are."""
+    base = _facts({"distill": {"last": {}, "evaluation": None, "data": {}}}, None)
+    per = [0.7, 0.5] + [float("nan")] * 5
+    facts = card.Facts(**{**base.__dict__, "train_config": {**base.train_config, "architecture": member,
+                                                            "rollout": "as-drafted"},
+                          "evaluation": {"prompts": 16, "max_new_tokens": 128,
+                                         method: {"mean_accept_len": 2.1, "per_depth": per}},
+                          "folder": f"assets/tiny-{member}", "version": "family", "shipped_on": "2026-12-07"})
+    text = card.model_card(facts)
+    assert f"# {name} heads for tiny" in text and f"- {member}\n" in text
+    assert f"--method {method} --draft assets/tiny-{member}" in text
+    assert f"--draft-for {member}=assets/tiny-{member} --methods ar,{method}" in text
+    assert f"| {method} | 2.10 | 0.70 | 0.50 |" in text and f"| {method} tau | shipped |" in text
+    assert "train export" not in text and "## Objective" not in text and "gumiho-serial" not in text
+    assert "A comparison drafter" in text
+    assert ("## Train as you draft" in text) == (member == "eagle")  # Medusa's heads read the target alone

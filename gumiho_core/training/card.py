@@ -1,4 +1,5 @@
-"""The model card of shipped heads (its data curve: datacurve.py; its step curves: stepcurve.py).
+"""The model card of shipped heads of any member of the drafter family (its data curve: datacurve.py; its step
+curves: stepcurve.py).
 
 Hugging Face model-card conventions: YAML metadata first, then what the heads are, how to use them, their
 evaluation and limitations, and one row per shipped version, carried over from the card `ship` replaces.
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import MAX_DEPTH
-from ..methods import METHODS
+from ..methods import METHODS, REGISTRY
 from ..models import ASSETS, DEFAULT_DRAFTER, DEFAULT_HUB_ID, DEFAULT_TARGET_NAME
 from ..timing import device_name
 from .corpus import read_corpus
@@ -22,7 +23,18 @@ from .workspace import TRAIN_PROMPTS_HAND, corpus_dir_for, run_dir, training_pro
 
 ALIGNMENT = "alignment.json"  # in a run folder: what drafting accepts beside what training scores (parity)
 VERSIONS = "## Versions"  # the card's table of shipped versions, one row each, carried from card to card
-TAGS = ("speculative-decoding", "gumiho", "draft-model")
+TAGS = ("speculative-decoding", "draft-model")  # and the member's name
+# What a card says of each member's heads: its name, how it drafts, its architecture in a few words.
+MEMBERS = {
+    "gumiho": ("Gumiho", "a 2-layer transformer drafts tokens 1 and 2 one after the other, five MLP heads draft tokens "
+               "3 to 7 at once", "2 serial LLaMA layers + 5 parallel MLP heads"),
+    "eagle": ("EAGLE-2-style", "one transformer layer drafts every token one after the other, as EAGLE-2 does (the "
+              "paper's main baseline, rebuilt here in its style and trained like the Gumiho heads, for the comparison)",
+              "1 LLaMA layer, run at every depth"),
+    "medusa": ("Medusa-style", "seven heads of one residual block each read the target's last hidden state and draft "
+               "tokens 1 to 7 at once, as Medusa-1 does (rebuilt here in its style and trained like the Gumiho heads, "
+               "for the comparison)", "7 one-block MLP heads on the target's feature"),
+}
 METHOD_DOC = "`docs/method.md` in the repository"
 ROLLOUT_WORDS = {"teacher-forced": "built from the target's true features (the paper's)",
                  "as-drafted": "as drafting runs them (serial step 2 and the MLP heads read the drafter's own outputs)"}
@@ -55,6 +67,16 @@ class Facts:
     version: str = ""  # this version's name in the Versions table (the run's)
     versions: tuple = ()  # earlier shipped versions: the Versions table's rows (cells) of the card this replaces
     shipped_on: str = ""  # the date of shipping, YYYY-MM-DD
+
+    @property
+    def member(self) -> str:
+        """Which member of the drafter family these heads are (config.ARCHITECTURES)."""
+        return self.train_config.get("architecture", "gumiho")
+
+    @property
+    def methods(self) -> list[str]:
+        """The methods that draft with these heads, the member's own first (Gumiho's: gumiho, gumiho-serial)."""
+        return [m for m in METHODS if REGISTRY[m].drafter == self.member]
 
     @classmethod
     def gather(cls, args, target, history: list, draft_vocab: int | None, heads: Path | None = None) -> "Facts":
@@ -116,7 +138,8 @@ def corpus_stats(args) -> dict:
 
 
 def model_card(f: Facts) -> str:
-    return "\n".join([*front_matter(f), f"# Gumiho heads for {f.target}", "", *_summary(f), *_how_to_use(f),
+    return "\n".join([*front_matter(f), f"# {MEMBERS[f.member][0]} heads for {f.target}", "", *_summary(f),
+                      *_how_to_use(f),
                       *_evaluation(f), *_limitations(f), *_versions(f), *_data(f), *_training(f), *_parity(f),
                       *_objectives(f), *_steps(f), *scaling_section(f.scaling)])
 
@@ -124,32 +147,38 @@ def model_card(f: Facts) -> str:
 def front_matter(f: Facts) -> list[str]:
     """Hugging Face model-card metadata."""
     base = [f"base_model: {f.base_model}"] if f.base_model else []
-    return ["---", "license: apache-2.0", *base, "library_name: gumiho_core", "tags:", *(f"- {t}" for t in TAGS),
+    tags = (*TAGS, f.member)
+    return ["---", "license: apache-2.0", *base, "library_name: gumiho_core", "tags:", *(f"- {t}" for t in tags),
             "---", ""]
 
 
 def _summary(f: Facts) -> list[str]:
-    return [f"Draft heads for speculative decoding of {f.target} with Gumiho (Li et al., ICML 2025, arXiv:2503.10135): "
-            "a 2-layer transformer drafts tokens 1 and 2 one after the other, five MLP heads draft tokens 3 to 7 at "
-            "once, and the target checks the whole draft tree in one forward pass. The output is the target's own "
-            "(token for token at temperature 0); the heads only decide how fast it comes. Trained in this repository "
-            f"by self-distillation (`python -m gumiho_core.train`); the method is {METHOD_DOC}.", ""]
+    name, how, _ = MEMBERS[f.member]
+    paper = " with Gumiho (Li et al., ICML 2025, arXiv:2503.10135)" if f.member == "gumiho" else ""
+    return [f"{name} draft heads for speculative decoding of {f.target}{paper}: {how}, and the target checks the "
+            "whole draft tree in one forward pass. The output is the target's own (token for token at temperature 0); "
+            "the heads only decide how fast it comes. Trained in this repository by self-distillation (`python -m "
+            f"gumiho_core.train`); the method and the drafter family are {METHOD_DOC}.", ""]
 
 
 def _how_to_use(f: Facts) -> list[str]:
     target = "" if f.target == DEFAULT_TARGET_NAME else f" --target {f.base_model or f.target}"
     load = '"default"' if f.target == DEFAULT_TARGET_NAME else f'"{f.base_model or f.target}"'
+    own = f.methods[0]
+    heads = f"--draft {f.folder}" if f.member == "gumiho" else f"--draft-for {f.member}={f.folder}"
+    export = [f"`python -m gumiho_core.train export --draft {f.folder} --out DIR` writes them in the authors' "
+              "published layout, for their code and vLLM's Gumiho method (`docs/deploy.md`).", ""]
     return ["## How to use", "", "With this repository set up (`./setup.sh`), from its root:", "",
-            f"    python -m gumiho_core.generate{target} --draft {f.folder} --prompt \"Why is the sky blue?\"",
-            f"    python -m gumiho_core.bench{target} --draft {f.folder} --methods ar,gumiho,gumiho-serial", "",
+            f"    python -m gumiho_core.generate{target} --method {own} --draft {f.folder} --prompt \"Why is the sky "
+            "blue?\"",
+            f"    python -m gumiho_core.bench{target} {heads} --methods ar,{','.join(f.methods)}", "",
             "```python", "from gumiho_core import DecodeConfig, TreeConfig, decode_tokens, encode_prompt, generate, "
             "load_drafter, load_target, start", "", f"target = load_target({load})",
             f'drafter = load_drafter("{f.folder}", target)',
             'ids = encode_prompt(target.tokenizer, "Why is the sky blue?")',
-            'result = generate(start("gumiho", target, ids, DecodeConfig(max_new_tokens=64), TreeConfig(), drafter))',
+            f'result = generate(start("{own}", target, ids, DecodeConfig(max_new_tokens=64), TreeConfig(), drafter))',
             "print(decode_tokens(target.tokenizer, result.token_ids), result.mean_accept_len)", "```", "",
-            f"`python -m gumiho_core.train export --draft {f.folder} --out DIR` writes them in the authors' published "
-            "layout, for their code and vLLM's Gumiho method (`docs/deploy.md`).", ""]
+            *(export if f.member == "gumiho" else [])]
 
 
 def _data(f: Facts) -> list[str]:
@@ -177,8 +206,8 @@ def _training(f: Facts) -> list[str]:
     rollout, below = cfg.get("rollout", "teacher-forced"), " (see below)" if f.objectives else ""
     start = f", starting from the trained heads {began_from(cfg['init_from'])} (a fresh optimizer and schedule; " \
         "the steps and hours here are this run's alone)" if cfg.get("init_from") else ""
-    return ["## Training", "", f"Trained with {f.recipe}. Architecture: {METHOD_DOC}, \"The drafter\" (2 serial "
-            f"LLaMA layers + 5 parallel MLP heads). Objective `{cfg['objective']}`{below}. {epochs} epochs, "
+    return ["## Training", "", f"Trained with {f.recipe}. Architecture: {METHOD_DOC}, \"The drafter family\" "
+            f"({MEMBERS[f.member][2]}). Objective `{cfg['objective']}`{below}. {epochs} epochs, "
             f"{steps} optimizer steps{kept} of at least {cfg['tokens_per_step']} tokens, AdamW lr {cfg['lr']} "
             f"(warm-up: {cfg['warmup_steps']} steps or a tenth of the run if fewer; linear decay), grad clip "
             f"{cfg['grad_clip']}, {cfg['precision']} matmuls on "
@@ -193,14 +222,17 @@ def _training(f: Facts) -> list[str]:
 
 def _parity(f: Facts) -> list[str]:
     """Does training score what drafting drafts? The parity test's claim, and the shipped heads' own figures."""
-    if f.train_config.get("rollout") != "as-drafted":
+    if f.train_config.get("rollout") != "as-drafted" or f.member == "medusa":  # Medusa's heads read the target alone
         return []
+    reads = {"gumiho": "with serial step 2 reading step 1's own output and the MLP heads reading (u1, u2) made from "
+                       "those outputs. The teacher-forced rollout agrees at step 1 and not after, so the test fails on "
+                       "it (an expected failure in the suite).",
+             "eagle": "with each of the layer's seven steps reading the step before's own output, as drafting at every "
+                      "depth does."}[f.member]
     out = ["## Train as you draft", "",
            "`tests/test_rollout.py` holds the training forward to drafting: on a tiny random pair, at the last pair "
            "of a context, the as-drafted rollout gives the tokens of a one-path tree drafted there (depths 1-7) the "
-           "log-probabilities drafting gave them, to 1e-5, with serial step 2 reading step 1's own output and the "
-           "MLP heads reading (u1, u2) made from those outputs. The teacher-forced rollout agrees at step 1 and not "
-           "after, so the test fails on it (an expected failure in the suite).", ""]
+           f"log-probabilities drafting gave them, to 1e-5, {reads}", ""]
     a = f.alignment
     if a:
         cells = lambda rates: " | ".join(f"{x:.3f}" for x in rates)  # noqa: E731
@@ -236,9 +268,9 @@ def _evaluation(f: Facts) -> list[str]:
         return []
     return ["## Evaluation", "",
             f"Acceptance in real decoding at temperature 0: {e['prompts']} held-out prompts (`prompts/heldout.jsonl`), "
-            f"{e['max_new_tokens']} new tokens each, the authors' tree (top_k 14, 64 nodes; Gumiho pools only the kept "
-            "level-2 candidates, as the authors do). `gumiho-serial` drafts with the same heads' transformer at every "
-            "depth:", "", *_depth_table([(m, e[m]) for m in _methods(e)]), "",
+            f"{e['max_new_tokens']} new tokens each, the authors' tree (top_k 14, 64 nodes"
+            + ("; Gumiho pools only the kept level-2 candidates, as the authors do). `gumiho-serial` drafts with the "
+               "same heads' transformer at every depth:" if "gumiho-serial" in e else "):"), "", *_depth_table([(m, e[m]) for m in _methods(e)]), "",
             "Depth d's rate is P(the accepted path reaches depth d | it reached depth d-1); outputs equal plain "
             "decoding's. Measure with `python -m gumiho_core.train evaluate --draft "
             f"{f.folder} --eval-n {e['prompts']}`.", "", *_calibration(e)]
@@ -246,7 +278,7 @@ def _evaluation(f: Facts) -> list[str]:
 
 def _calibration(e: dict) -> list[str]:
     """Each proposer's mean draft probability beside how often the target agreed, over every drafted node."""
-    if "calibration" not in e["gumiho"]:
+    if "calibration" not in e[_methods(e)[0]]:
         return []  # an evaluation made before it was recorded
     out = ["Calibration, over every node of those trees: a proposer's mean draft probability beside how often its "
            "token was the target's own choice after the node's parent. Where the two agree the tree's scores rank "
@@ -273,6 +305,10 @@ def _limitations(f: Facts) -> list[str]:
                    "checking a tree costs on the device (`docs/performance.md`)." if s > g else
                    f"- gumiho accepts {g:.2f} tokens per target pass and `gumiho-serial` {s:.2f}; which is faster "
                    "depends on what checking a tree costs on the device (`docs/performance.md`).")
+    if f.member != "gumiho":
+        out.append(f"- A comparison drafter: {MEMBERS[f.member][0]} heads rebuilt in this repository and trained "
+                   "exactly like the Gumiho heads they are compared with (docs/training.md, \"The comparison "
+                   "drafters\"), not the original authors' checkpoints or training code.")
     hours = sum(h.get("seconds", 0) for h in f.history) / 3600
     out += [f"- A small training budget: {f.corpus['answer_tokens']:,} answer tokens that the target wrote itself, and "
             f"{hours:.1f} hours of {f.device} for this version's last run; the authors train their 7B-70B drafters "
@@ -319,19 +355,20 @@ def _versions(f: Facts) -> list[str]:
     e = by_method(f.evaluation or {})
     if not f.version:
         return []
-    taus = [f"{e[m]['mean_accept_len']:.2f}" if m in e else "-" for m in MODES]
+    taus = [f"{e[m]['mean_accept_len']:.2f}" if m in e else "-" for m in f.methods]
     steps = f.kept_at or (f.history[-1]["step"] if f.history else 0)
     row = (f.version, _total_steps(f, steps), f"{f.corpus['answer_tokens'] / 1e6:.2f}M", *taus, f.shipped_on)
     rows = [r for r in f.versions if r[0] != f.version] + [row]
     return [VERSIONS, "", "Every version shipped in this folder; the sections above describe the last. Tau: tokens "
             "per target pass as measured when the version shipped (held-out prompts, the authors' tree, T=0). The "
             "earlier versions' cards are in the repository's history.", "",
-            "| version | optimizer steps since random weights | answer tokens | gumiho tau | gumiho-serial tau | "
-            "shipped |", "|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows), ""]
+            "| version | optimizer steps since random weights | answer tokens | "
+            + " | ".join(f"{m} tau" for m in f.methods) + " | shipped |", "|---|---|---|" + "---|" * (len(f.methods) + 1),
+            *("| " + " | ".join(r) + " |" for r in rows), ""]
 
 
 def _objectives(f: Facts) -> list[str]:
-    if not f.objectives:
+    if not f.objectives or f.member != "gumiho":  # the objective was compared on Gumiho's heads
         return []
     runs = list(f.objectives.values())
     share = {r["data"].get("fraction") for r in runs}
@@ -388,7 +425,7 @@ def plot_history(history: list[dict], path: str | Path) -> Path:
     for key, label in (("train_loss", "train"), ("val_loss", "held-out")):
         if key in history[0]:
             a.plot(epochs, [h[key] for h in history], marker="o", label=label)
-    a.set_xlabel("epoch"), a.set_ylabel("loss"), a.set_title("Gumiho objective"), a.legend()
+    a.set_xlabel("epoch"), a.set_ylabel("loss"), a.set_title("training objective"), a.legend()
     plot_top1(b, epochs, history)
     b.set_xlabel("epoch"), b.set_title("held-out, the heads' inputs made as in training")
     fig.tight_layout()

@@ -42,30 +42,37 @@ def continued_section(run: str, cfg: dict, points: list[dict], history: list[dic
             *table(points), "", f"{spread(points)}, {best_gain(points):+.2f} against step 0.{loss}", ""]
 
 
+def methods_in(points: list[dict]) -> list[str]:
+    """The methods a step curve decoded, in the registry's order: the heads' own first (gumiho, eagle or medusa)."""
+    return [m for m in METHODS if m in by_method(points[0])]
+
+
 def table(points: list[dict]) -> list[str]:
-    """The card's table of a step curve: each point's tau and depth-2 acceptance for both modes."""
-    points = [by_method(p) for p in points]
-    g, s = MODES
-    return [f"| step | {g} tau | {s} tau | {g} depth 2 | {s} depth 2 |", "|---|---|---|---|---|",
-            *(f"| {p['step']:,} | {p[g]['mean_accept_len']:.2f} | {p[s]['mean_accept_len']:.2f} | "
-              f"{rate(p[g], 2)} | {rate(p[s], 2)} |" for p in points)]
+    """The card's table of a step curve: each point's tau and depth-2 acceptance for each method of the heads."""
+    points, ms = [by_method(p) for p in points], methods_in(points)
+    return ["| step | " + " | ".join(f"{m} tau" for m in ms) + " | " + " | ".join(f"{m} depth 2" for m in ms) + " |",
+            "|---|" + "---|" * 2 * len(ms),
+            *(f"| {p['step']:,} | " + " | ".join(f"{p[m]['mean_accept_len']:.2f}" for m in ms) + " | "
+              + " | ".join(rate(p[m], 2) for m in ms) + " |" for p in points)]
 
 
 def spread(points: list[dict]) -> str:
-    """One line on the curve: where each mode's tau ranged, and the step(s) of the highest gumiho tau (ties within
-    half a hundredth named too, so a plateau reads as one)."""
-    points = [by_method(p) for p in points]
-    taus = {m: [p[m]["mean_accept_len"] for p in points] for m in MODES}
-    top = max(taus["gumiho"])
-    at = [f"{p['step']:,}" for p in points if top - p["gumiho"]["mean_accept_len"] < 0.005]
+    """One line on the curve: where each method's tau ranged, and the step(s) of the highest tau of the heads' own
+    method (ties within half a hundredth named too, so a plateau reads as one)."""
+    points, ms = [by_method(p) for p in points], methods_in(points)
+    taus = {m: [p[m]["mean_accept_len"] for p in points] for m in ms}
+    own = ms[0]
+    top = max(taus[own])
+    at = [f"{p['step']:,}" for p in points if top - p[own]["mean_accept_len"] < 0.005]
     span = "; ".join(f"{m} tau {min(t):.2f}-{max(t):.2f}" for m, t in taus.items())
     where = f"step {at[0]}" if len(at) == 1 else f"steps {', '.join(at[:-1])} and {at[-1]}"
-    return f"Over the run: {span}; the highest gumiho tau at {where}"
+    return f"Over the run: {span}; the highest {own} tau at {where}"
 
 
 def best_gain(points: list[dict]) -> float:
-    """The highest gumiho tau of the curve against its first point's."""
-    return max(p["gumiho"]["mean_accept_len"] for p in points) - points[0]["gumiho"]["mean_accept_len"]
+    """The highest tau of the heads' own method against the curve's first point's."""
+    own = methods_in(points)[0]
+    return max(by_method(p)[own]["mean_accept_len"] for p in points) - by_method(points[0])[own]["mean_accept_len"]
 
 
 def rate(r: dict, depth: int) -> str:
