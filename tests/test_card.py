@@ -413,3 +413,18 @@ def test_a_comparison_drafters_card_speaks_of_its_own_heads(member, name, method
     assert "train export" not in text and "## Objective" not in text and "gumiho-serial" not in text
     assert "A comparison drafter" in text
     assert ("## Train as you draft" in text) == (member == "eagle")  # Medusa's heads read the target alone
+
+
+def test_ship_goes_to_the_runs_own_members_folder(tmp_path):
+    import argparse
+    import json
+
+    from gumiho_core.models import default_drafter_dir
+
+    heads = tmp_path / "r" / "drafter"
+    heads.mkdir(parents=True)
+    (heads / "config.json").write_text(json.dumps({"train_config": {"architecture": "medusa"}}))
+    args = argparse.Namespace(workdir=str(tmp_path), target="tiny", run="r", ship_to=None)
+    assert card.shipped_to(args) == default_drafter_dir("medusa") == card.ASSETS / "smollm2-135m-instruct-medusa"
+    assert card.shipped_to(argparse.Namespace(**{**vars(args), "run": "none"})) == default_drafter_dir("gumiho")
+    assert card.shipped_to(argparse.Namespace(**{**vars(args), "ship_to": str(tmp_path / "x")})) == tmp_path / "x"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..config import MAX_DEPTH
 from ..methods import METHODS, REGISTRY
-from ..models import ASSETS, DEFAULT_DRAFTER, DEFAULT_HUB_ID, DEFAULT_TARGET_NAME
+from ..models import ASSETS, DEFAULT_DRAFTER, DEFAULT_HUB_ID, DEFAULT_TARGET_NAME, default_drafter_dir
 from ..timing import device_name
 from .corpus import read_corpus
 from .datacurve import HEADS, scaling_section
@@ -97,8 +97,12 @@ class Facts:
 
 
 def shipped_to(args) -> Path:
-    """Where `ship` writes: --ship-to, else the default heads' folder under assets/ (run_commands.ship_dest)."""
-    return Path(args.ship_to) if getattr(args, "ship_to", None) else DEFAULT_DRAFTER
+    """Where `ship` writes: --ship-to, else the folder under assets/ of the run's member (Gumiho's heads for a run
+    with no heads yet: `ship-scaling`, `ship-steps`)."""
+    if getattr(args, "ship_to", None):
+        return Path(args.ship_to)
+    meta = read_json(run_dir(args) / "drafter" / "config.json") if getattr(args, "run", None) else None
+    return default_drafter_dir(((meta or {}).get("train_config") or {}).get("architecture", "gumiho"))
 
 
 def _as_named(folder: Path) -> str:

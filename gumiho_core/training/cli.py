@@ -127,7 +127,7 @@ def output_args(p: argparse.ArgumentParser) -> None:
     e.add_argument("--eval-n", type=int, default=0, help="use N prompts evenly spread over the file (0 = all)")
     e.add_argument("--eval-tokens", type=int, default=128, help="new tokens per prompt")
     e.add_argument("--eval-out", help="where to write the JSON report (default: <run folder>/evaluation.json)")
-    e.add_argument("--ship-to", help="ship: destination folder (default: assets/smollm2-135m-instruct-gumiho)")
+    e.add_argument("--ship-to", help="ship: destination folder (default: assets/smollm2-135m-instruct-<the run's member>)")
     e.add_argument("--ship-step", type=int, default=0, help="ship: the heads the run kept after this many steps "
                    "(train --keep-steps) instead of its last, where the step curve peaked before the end")
     e.add_argument("--out", help="export: the folder to write the authors' layout into; make-prompts: the prompt "

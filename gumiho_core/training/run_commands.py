@@ -16,7 +16,7 @@ from ..engine import generate, start
 from ..errors import GumihoError
 from ..jsonl import read_jsonl
 from ..methods import methods_of
-from ..models import DEFAULT_DRAFTER, load_drafter
+from ..models import load_drafter
 from ..text import encode_prompt
 from . import card, datacurve, stepcurve
 from .data import load_corpus, load_features
@@ -232,8 +232,8 @@ def shipped_heads(args) -> Path:
 
 
 def ship_dest(args) -> Path:
-    """Where `ship` and `ship-scaling` write: --ship-to, else the default heads' folder under assets/."""
-    return Path(args.ship_to) if args.ship_to else DEFAULT_DRAFTER
+    """Where `ship` and `ship-scaling` write: --ship-to, else the run's member's folder under assets/."""
+    return card.shipped_to(args)
 
 
 def cmd_ship(args, models) -> None:
