@@ -555,3 +555,50 @@ def test_family_refuses_a_sweep_that_has_not_reached_a_member(target, tmp_path):
     with pytest.raises(GumihoError, match="holds no rate for eagle"):
         family.cmd_family(args, SimpleNamespace(target=lambda: target))
     assert family.chosen_rate(args, "medusa") == 0.002
+
+
+def test_family_ship_ships_each_member_and_gives_every_card_the_comparison(target, features, tmp_path, monkeypatch):
+    """Each member's heads into its own folder, each card with the same comparison section (the step curves at the
+    same steps and the benchmark); the heads of an earlier version in Gumiho's folder move to <folder>-<version>."""
+    import json
+
+    from gumiho_core.training import card, family
+    from gumiho_core.training.cli import build_parser
+
+    assets = tmp_path / "assets"
+    monkeypatch.setattr(card, "default_drafter_dir", lambda member="gumiho": assets / f"heads-{member}")
+    old = assets / "heads-gumiho"
+    old.mkdir(parents=True)
+    (old / "config.json").write_text("{}")
+    (old / "README.md").write_text("# old\n\n## Versions\n\n| version | steps |\n|---|---|\n| v15 | 18,348 |\n")
+    points = {}
+    for arch in ("gumiho", "medusa"):
+        cfg = TrainConfig(architecture=arch, steps=2, tokens_per_step=384, micro_tokens=256, warmup_steps=1,
+                          draft_vocab=0, holdout=0.1, precision="fp32", rollout="as-drafted")
+        run = tmp_path / "work" / f"fam-{arch}"
+        Trainer(target, features, cfg, run).run()
+        methods = ["gumiho", "gumiho-serial"] if arch == "gumiho" else ["medusa"]
+        report = {"prompts": 2, "max_new_tokens": 8, "draft": str(run / "drafter"),
+                  **{m: {"mean_accept_len": 1.5, "per_depth": [0.5] + [float("nan")] * 6} for m in methods}}
+        (run / "evaluation.json").write_text(json.dumps(report))
+        points[arch] = [{"step": 2, "prompts": 2, "max_new_tokens": 8,
+                         **{m: {"mean_accept_len": 1.5, "per_depth": [0.5]} for m in methods}}]
+    (tmp_path / "work" / family.FAMILY_STEPS).write_text(json.dumps(points))
+    bench = {"device": "cpu", "n_prompts": 2, "max_new_tokens": 8, "temperature": 0.0, "methods": {
+        "ar": {"tokens_per_s": 10.0, "mean_accept_len": 1.0, "identical_prompts": 2, "speedup_vs_ar": 1.0},
+        "medusa": {"tokens_per_s": 12.0, "mean_accept_len": 1.4, "identical_prompts": 2, "speedup_vs_ar": 1.2,
+                   "draft_ms_per_step": 3.0, "per_depth": [0.4, 0.2]}}}
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    (tmp_path / "corpus").mkdir()
+    args = build_parser().parse_args(["family-ship", "--workdir", str(tmp_path / "work"), "--run", "fam",
+                                      "--architectures", "gumiho,medusa", "--bench", str(tmp_path / "bench.json"),
+                                      "--corpus", str(tmp_path / "corpus")])
+    family.cmd_family_ship(args, SimpleNamespace(target=lambda: target))
+    assert (assets / "heads-gumiho-v15" / "config.json").read_text() == "{}"  # v15, kept by its name
+    for arch in ("gumiho", "medusa"):
+        folder = assets / f"heads-{arch}"
+        text = (folder / "README.md").read_text()
+        assert (folder / "model.safetensors").is_file() and (folder / "family-steps.png").is_file()
+        assert "## The comparison" in text and "| step | gumiho | medusa | gumiho-serial |" in text
+        assert "| medusa | 12.00 | 1.20x | 1.40 | 3.0 | 2/2 | 0.40 0.20 |" in text
+    assert json.loads((assets / "heads-medusa" / "config.json").read_text())["config"]["heads_read"] == "target"

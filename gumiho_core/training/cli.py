@@ -16,6 +16,7 @@
     python -m gumiho_core.train tune --steps N       # each member's learning rate, chosen on the validation split
     python -m gumiho_core.train family --steps N     # the comparison drafters, trained alike (runs <run>-<member>)
     python -m gumiho_core.train family-steps         # their step curves at the same steps, one plot
+    python -m gumiho_core.train family-ship          # each into assets/, every card with the comparison
 
 The corpus (the answers as token ids) lives in data/ for the default target; features and checkpoints
 under --workdir (default ~/.cache/gumiho/train/<target>). The defaults reproduce the shipped heads.
@@ -32,7 +33,7 @@ from ..errors import GumihoError
 from .allocator import describe
 from .checkpoint import Stopped
 from .data_commands import cmd_extract_features, cmd_generate_data, cmd_make_prompts
-from .family import cmd_family, cmd_family_steps, cmd_tune
+from .family import cmd_family, cmd_family_ship, cmd_family_steps, cmd_tune
 from .distill import DistillConfig as DistillDefaults
 from .objective import OBJECTIVES
 from .rollout import ROLLOUTS
@@ -46,7 +47,7 @@ COMMANDS = {"make-prompts": cmd_make_prompts, "generate-data": cmd_generate_data
             "extract-features": cmd_extract_features, "train": cmd_train, "evaluate": cmd_evaluate,
             "steps": cmd_steps, "scaling": cmd_scaling, "ship": cmd_ship,
             "ship-scaling": cmd_ship_scaling, "ship-steps": cmd_ship_steps, "export": cmd_export,
-            "tune": cmd_tune, "family": cmd_family, "family-steps": cmd_family_steps}
+            "tune": cmd_tune, "family": cmd_family, "family-steps": cmd_family_steps, "family-ship": cmd_family_ship}
 ALL = ("generate-data", "extract-features", "train", "evaluate")
 TRAINS = ("all", "train", "scaling")  # the commands that log the memory allocator (training/allocator.py)
 
@@ -82,6 +83,7 @@ def family_args(p: argparse.ArgumentParser) -> None:
     f.add_argument("--architectures", default=",".join(ARCHITECTURES),
                    help="tune, family, family-steps: the members, comma-separated (default: all three)")
     f.add_argument("--lrs", default="5e-4,1e-3,2e-3", help="tune: the learning rates each member tries")
+    f.add_argument("--bench", help="family-ship: a bench --out JSON of every method, for the cards' comparison")
 
 
 def train_args(p: argparse.ArgumentParser) -> None:

@@ -130,6 +130,88 @@ def cmd_family_steps(args, models) -> None:
     log.info("family step curve in %s", workdir_for(args) / "family-steps.png")
 
 
+COMPARISON = "## The comparison"  # the section every member's card shares
+
+
+def cmd_family_ship(args, models) -> None:
+    """Ship each member's heads into its folder under assets/ (`ship`), then give every card the same comparison:
+    the family's step curve and, with --bench FILE (bench --out), one interleaved benchmark of all the methods.
+    Heads of an earlier version in Gumiho's folder move to a folder named after that version, so they stay
+    available by name (git keeps one copy of an unchanged file)."""
+    from .run_commands import cmd_ship, ship_dest
+
+    points = card.read_json(workdir_for(args) / FAMILY_STEPS)
+    if not points:
+        raise GumihoError(f"no {FAMILY_STEPS} in {workdir_for(args)}: run family-steps first")
+    bench = card.read_json(Path(args.bench)) if args.bench else None
+    if args.bench and bench is None:
+        raise GumihoError(f"--bench {args.bench}: no such file (write one with bench --out)")
+    folders = []
+    for arch in members(args):
+        member_args = _with(args, run=f"{args.run}-{arch}", ship_to=None)
+        _keep_earlier(ship_dest(member_args), f"{args.run}-{arch}")
+        cmd_ship(member_args, models)
+        folders.append(ship_dest(member_args))
+    plot_family(points, folders[0] / "family-steps.png")
+    section = comparison_section(points, bench, args.run)
+    for folder in folders:
+        if folder != folders[0]:
+            (folder / "family-steps.png").write_bytes((folders[0] / "family-steps.png").read_bytes())
+        (folder / "README.md").write_text(card.with_section((folder / "README.md").read_text(), COMPARISON, section))
+    log.info("shipped %s with the comparison in each card", ", ".join(str(f) for f in folders))
+
+
+def _keep_earlier(dest: Path, run: str) -> None:
+    """Move heads of another run out of `dest`, to <dest>-<their version> (the last row of their card's Versions)."""
+    meta = card.read_json(dest / "config.json")
+    if meta is None or not (dest / "README.md").is_file():
+        return
+    rows = card.versions_of((dest / "README.md").read_text())
+    version = rows[-1][0] if rows else "earlier"
+    if version == run:
+        return
+    kept = dest.with_name(f"{dest.name}-{version}")
+    if kept.exists():
+        raise GumihoError(f"{kept} exists already: move the heads in {dest} aside by hand before shipping {run}")
+    dest.rename(kept)
+    log.info("the heads of %s in %s moved to %s", version, dest, kept)
+
+
+def comparison_section(points: dict, bench: dict | None, run: str) -> list[str]:
+    """The cards' shared section: tokens per target pass of every method at the same steps, and the benchmark."""
+    steps = sorted({p["step"] for curve in points.values() for p in curve})
+    names = [m for m in REGISTRY if any(m in p for curve in points.values() for p in curve)]
+    at = {m: {p["step"]: p[m]["mean_accept_len"] for curve in points.values() for p in curve if m in p} for m in names}
+    out = [COMPARISON, "", "![the family's step curves](family-steps.png)", "",
+           f"The drafter family trained alike (runs `{run}-<member>`: the same data, split, features, optimizer, "
+           "schedule, batch and steps, from random weights, each as it drafts; each member's learning rate chosen "
+           "by the same sweep on the validation split: `docs/training.md`, \"The comparison drafters\"). Tokens per "
+           "target pass on held-out prompts, the authors' tree, T=0, at the same steps:", "",
+           "| step | " + " | ".join(names) + " |", "|---|" + "---|" * len(names),
+           *(f"| {s:,} | " + " | ".join(f"{at[m][s]:.2f}" if s in at[m] else "-" for m in names) + " |"
+             for s in steps), ""]
+    return out + (_bench_lines(bench) if bench else [])
+
+
+def _bench_lines(bench: dict) -> list[str]:
+    """One interleaved benchmark of every method (bench --out): speed against plain decoding, accepted length,
+    drafting time per step and acceptance by depth."""
+    rows = bench["methods"]
+    head = (f"One interleaved benchmark on {bench['device']}: {bench['n_prompts']} prompts, {bench['max_new_tokens']} "
+            f"new tokens, T={bench['temperature']}, each speculative method at its tree (`@paper`: the authors' tree; "
+            "otherwise the tree request named by `tree_source`):")
+    out = [head, "", "| method | tokens/s | vs ar | tokens per target pass | drafting ms per step | identical to ar | "
+           "acceptance by depth |", "|---|---|---|---|---|---|---|"]
+    for name, r in rows.items():
+        depth = " ".join("-" if x != x else f"{x:.2f}" for x in r.get("per_depth", []))
+        mal = "-" if r.get("mean_accept_len") is None else f"{r['mean_accept_len']:.2f}"
+        draft = f"{r['draft_ms_per_step']:.1f}" if "draft_ms_per_step" in r else "-"
+        ident = "-" if r.get("identical_prompts") is None else f"{r['identical_prompts']}/{bench['n_prompts']}"
+        out.append(f"| {name} | {r['tokens_per_s']:.2f} | {r.get('speedup_vs_ar', float('nan')):.2f}x | {mal} | "
+                   f"{draft} | {ident} | {depth} |")
+    return out + [""]
+
+
 def plot_family(points: dict, path: Path) -> Path:
     """Tokens per target pass against optimizer steps, every method of every member on one plot."""
     import matplotlib
