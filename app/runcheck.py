@@ -90,6 +90,9 @@ def _lanes(checked: Checked) -> None:
         except c.RunFileError as e:
             c.refuse(f"lane {lane.method}: {e}")
         c.in_order([r.compute_s for r in lane.records], f"lane {lane.method}: its steps' compute_s")
+    for method in doc.trained_steps:
+        if method not in seen:
+            c.refuse(f"field 'trained_steps' names method {method!r}, which is neither the run's nor a lane's")
 
 
 def _config(fields):

@@ -29,7 +29,8 @@ def _race(run: Run) -> dict:
     """The race's other lanes (version 2), or nothing (a run without them is written as version 1)."""
     lanes = [{"method": m, "tree": run.rival_trees[m], "records": records} for m, records in run.rivals.items()
              if records]
-    return {"lanes": lanes, "baseline_done": run.baseline_done} if lanes else {}
+    steps = {"trained_steps": run.trained_steps} if run.trained_steps else {}
+    return {"lanes": lanes, "baseline_done": run.baseline_done, **steps} if lanes else {}
 
 
 def to_dict(run: Run) -> dict:
@@ -128,5 +129,5 @@ def _run(checked) -> Run:
         baseline=[(n, float(t)) for n, t in doc.baseline], baseline_ids=list(doc.baseline_ids), baseline_done=done,
         pieces={int(k): v for k, v in doc.pieces.items()}, special_ids=set(doc.special_ids), text=doc.text,
         dtype=doc.dtype, rivals={lane.method: [r.build() for r in lane.records] for lane in doc.lanes},
-        rival_trees=dict(checked.lane_trees),
+        rival_trees=dict(checked.lane_trees), trained_steps=dict(doc.trained_steps),
     )

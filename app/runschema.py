@@ -41,3 +41,5 @@ class AppRunFile(RunFile):
     version: Literal[VERSIONS]
     lanes: Annotated[list[LaneFile], Field(max_length=MAX_LANES), Limit("lanes per race")] = []
     baseline_done: bool | None = None  # None (version 1): plain decoding ended when the run did
+    # the optimizer steps each drafting lane's heads were trained for, where known (a race's file only)
+    trained_steps: dict[Literal[DRAFTING_METHODS], Annotated[int, Field(ge=0, le=10**9)]] = {}

@@ -44,6 +44,9 @@ class Run:
     rivals: dict[str, list[StepRecord]] = field(default_factory=dict)
     rival_trees: dict[str, TreeConfig] = field(default_factory=dict)
     verify_ratios: dict[int, float] = field(default_factory=dict)
+    # Each drafting lane's heads: the optimizer steps they were trained for (0: untrained), where the heads say;
+    # a race is a fair comparison of drafters only where these agree (docs/app.md, "The race").
+    trained_steps: dict[str, int] = field(default_factory=dict)
 
     @property
     def token_ids(self) -> list[int]:
@@ -72,7 +75,7 @@ class ServerStatus:
     device: str
     load_error: str | None  # why the models could not be loaded (scrubbed), while they are not
     target_name: str | None  # None until the models are loaded
-    drafters: dict[str, tuple[str, bool]]  # member -> (where its heads came from, trained)
+    drafters: dict[str, tuple[str, bool, int | None]]  # member -> (where its heads came from, trained, steps trained)
     drafter_errors: dict[str, str]  # member -> why it has no heads
     not_trained: tuple[str, ...]  # members whose heads do not ship for this model yet
     methods: tuple[str, ...]  # the methods that can run (before the load: those that should)

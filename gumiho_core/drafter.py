@@ -115,6 +115,7 @@ class GumihoDrafter(nn.Module):
         H = cfg.hidden_size
         self.cfg = cfg
         self.origin = origin  # where the weights came from: a path, a hub id, or "untrained"
+        self.steps: int | None = 0 if origin == "untrained" else None  # optimizer steps trained, where known
         if cfg.has_stack:
             self.fc = nn.Linear(2 * H, H, bias=True)
         self.layers = nn.ModuleList(DraftLayer(cfg, i) for i in range(cfg.num_layers))

@@ -23,6 +23,17 @@ def read_heads(spec: str, target: Target) -> tuple[DrafterConfig, dict[str, torc
     return (*_read_path(path, target), str(path))
 
 
+def trained_steps(source: str) -> int | None:
+    """The optimizer steps our heads at `source` were trained for (their config.json's "steps"), or None where the
+    heads do not say (the authors' layout, a hub id)."""
+    meta = Path(source) / "config.json"
+    try:
+        steps = json.loads(meta.read_text()).get("steps") if meta.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return steps if type(steps) is int and steps >= 0 else None
+
+
 def looks_like_path(spec: str) -> bool:
     """Hub ids are owner/name; anything else with a slash, or a leading . ~ /, is meant as a path (targets too)."""
     return spec.startswith((".", "~", "/")) or spec.count("/") != 1 or spec.endswith((".bin", ".safetensors"))

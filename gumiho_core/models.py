@@ -17,7 +17,7 @@ import torch
 
 from .config import DrafterConfig
 from .drafter import GumihoDrafter, load_state
-from .drafter_files import looks_like_path, read_heads
+from .drafter_files import looks_like_path, read_heads, trained_steps
 from .errors import GumihoError
 from .target import SharedWeights, Target
 
@@ -304,6 +304,7 @@ def _build(cfg: DrafterConfig, state: dict, target: Target, source: str) -> Gumi
         shared = SharedWeights(embed=shared.embed, lm_head=shared.lm_head[vocab_map].to(dtype),  # a copy: own dtype
                                vocab_map=vocab_map)
     drafter = GumihoDrafter(cfg, shared, origin=source)
+    drafter.steps = trained_steps(source)
     load_state(drafter, state, source)
     return drafter.to(target.device, dtype).eval()
 

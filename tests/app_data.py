@@ -75,7 +75,8 @@ def fake_loaded(trained=True, members=("gumiho",), not_trained=("eagle", "medusa
 
     from app.backend import Loaded
 
-    drafters = {m: SimpleNamespace(trained=trained, origin="/srv/secret/heads" if trained else "untrained")
+    drafters = {m: SimpleNamespace(trained=trained, origin="/srv/secret/heads" if trained else "untrained",
+                                   steps=7000 if trained else 0)
                 for m in members}
     return Loaded(SimpleNamespace(name="tiny-llama"), drafters, {}, {}, tuple(not_trained))
 

@@ -60,7 +60,7 @@ def test_auto_is_the_fallback_until_this_device_is_measured_then_the_measured_tr
     assert note.count("auto tree for a test CPU, 1 thread:") == 2 and "*Gumiho transformer at every depth:*" in note
     assert "1 threads" not in note and "`" not in note  # the engine's words, in the page's
     line = model_line(models.status())
-    assert "Measured on this device: auto tree Gumiho 12 nodes" in line and "Gumiho heads from heads" in line
+    assert "Measured on this device: auto tree Gumiho 12 nodes" in line and "Gumiho heads from heads (7,000 training steps)" in line
     how = how_it_works_md(None, None, "**classroom**: a tree to read")
     assert "**The draft tree.** **classroom**" in how
 

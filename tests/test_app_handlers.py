@@ -319,3 +319,6 @@ def test_the_race_runs_eagle_and_medusa_lanes_where_their_heads_load():
     assert [p.name for p in medusa.phases] == ["parallel"] and "mlp1" in medusa.tree.proposer
     assert "Identical output" in race_html(run, len(run.records) - 1)
     assert any(n.startswith("EAGLE-2 style: untrained heads") for n in run.notes)
+    shipped = dev.get().drafters["gumiho"].steps  # the shipped Gumiho heads' card says how long they trained
+    assert shipped > 0 and run.trained_steps == {"gumiho": shipped, "eagle": 0, "medusa": 0}
+    assert "trained for different numbers of optimizer steps" in race_html(run, len(run.records) - 1)

@@ -73,6 +73,18 @@ def test_the_lanes_finish_in_the_order_of_their_speeds_with_phases_a_verdict_and
     assert "The outputs differ" in race_html(run, 2)
 
 
+def test_the_race_says_whether_its_drafters_had_the_same_training_budget():
+    run = _runs()
+    assert "optimizer steps" not in race_html(run, 2)  # the heads do not say (an older file): nothing claimed
+    run.trained_steps = {"gumiho": 4000, "eagle": 4000}
+    assert "Every drafter here was trained for 4,000 optimizer steps: an equal budget." in race_html(run, 2)
+    run.trained_steps = {"gumiho": 7000, "eagle": 300}
+    assert ("trained for different numbers of optimizer steps (Gumiho 7,000, EAGLE-2 style 300): this race "
+            "compares these heads, not the methods at an equal budget.") in race_html(run, 2)
+    run.trained_steps = {"gumiho": 7000}  # one lane's heads unknown: no claim either way
+    assert "optimizer steps" not in race_html(run, 2)
+
+
 def test_the_legend_lists_only_the_phases_the_run_used_each_in_a_colour_of_its_own():
     fig = race_figure(_runs(), 2)
     legend = [t.name for t in fig.data if t.showlegend is not False]

@@ -79,6 +79,10 @@ def test_a_race_file_keeps_every_lane_and_replays_the_whole_race(tmp_path):
     assert [[r.to_dict() for r in back.rivals["eagle"]]] == [[r.to_dict() for r in run.rivals["eagle"]]]
     assert [lane.method for lane in lanes(back, 2)] == ["gumiho", "eagle", "ar"]
     assert _summary(back) == _summary(run)
+    assert back.trained_steps == {}  # the heads did not say: the file claims nothing
+    run.trained_steps = {"gumiho": 7000, "eagle": 300}
+    again = runfile.loads(runfile.dumps(run))
+    assert again.trained_steps == {"gumiho": 7000, "eagle": 300}
 
 
 def test_a_race_too_long_for_one_file_is_saved_without_its_other_lanes(monkeypatch):
@@ -108,6 +112,9 @@ def _summary(run) -> list:
     (lambda d: d["lanes"][0]["records"][1].update(index=5), "lane eagle: step 1 of the run file says it is step 5"),
     (lambda d: d["lanes"][0]["records"][1]["tree"].update(proposer=["root"] + ["mlp1"] * 7),
      "lane eagle: step 1: tree.proposer[1] is text 'mlp1'"),
+    (lambda d: d.update(trained_steps={"medusa": 5}), "'trained_steps' names method 'medusa', which is neither"),
+    (lambda d: d.update(trained_steps={"eagle": -1}), "trained_steps"),
+    (lambda d: d.update(trained_steps={"eagle": "many"}), "trained_steps"),
 ])
 def test_a_race_files_lanes_are_checked_like_the_run(change, message):
     data = json.loads(runfile.dumps(with_rival(make_run())))

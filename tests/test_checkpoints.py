@@ -52,10 +52,12 @@ def test_official_checkpoint_round_trip(target, tmp_path, monkeypatch):
     for k, v in drafter.state_dict().items():
         torch.testing.assert_close(v, state[k])
     # and ours: save, load, same weights
-    save_drafter(drafter, tmp_path / "ours", dtype=torch.float32)
+    save_drafter(drafter, tmp_path / "ours", dtype=torch.float32, extra={"steps": 123})
     again = load_drafter(str(tmp_path / "ours"), target)
     for k, v in again.state_dict().items():
         torch.testing.assert_close(v, state[k])
+    # how long the heads were trained: ours say, the authors' layout does not, untrained heads had none
+    assert (again.steps, drafter.steps, load_drafter("untrained", target).steps) == (123, None, 0)
 
 
 def test_checkpoint_of_another_target_is_refused(target, tmp_path):

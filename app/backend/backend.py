@@ -88,7 +88,7 @@ class Backend:
             target_spec=self.loader.target_spec, device=self.device,
             load_error=self.loader.error if loaded is None else None,
             target_name=loaded.target.name if loaded else None,
-            drafters={m: (d.origin, d.trained) for m, d in drafters.items()},
+            drafters={m: (d.origin, d.trained, d.steps) for m, d in drafters.items()},
             drafter_errors=dict(loaded.drafter_errors) if loaded else {},
             not_trained=loaded.not_trained if loaded else (),
             methods=self.methods(),

@@ -92,9 +92,11 @@ def start_run(backend: Backend, request: Request) -> tuple[Run, Live]:
     rivals = {m: start(m, target, ids, settings.decode, trees[m], drafter_of(loaded, m)) for m in race}
     baseline = None if settings.method == AR else start(AR, target, ids, settings.decode)
     dtype = str(target.dtype).removeprefix("torch.")
+    heads = {m: drafter_of(loaded, m) for m in (settings.method, *race) if m != AR}
     run = Run(settings, target.name, backend.device, len(ids), notes=_notes(loaded, (settings.method, *race)),
               special_ids=set(tok.all_special_ids), dtype=dtype if dtype in FULL_PRECISION + HALF_PRECISION else "",
-              rivals={m: [] for m in race}, rival_trees=trees, verify_ratios=backend.auto.verify_ratios())
+              rivals={m: [] for m in race}, rival_trees=trees, verify_ratios=backend.auto.verify_ratios(),
+              trained_steps={m: d.steps for m, d in heads.items() if d.steps is not None})
     return run, Live(session, baseline, tok, rivals)
 
 

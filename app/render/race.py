@@ -169,6 +169,21 @@ def same_words(run: Run, tally: Numbers) -> str:
     return f'<span class="bad">✗ The outputs differ</span> ({escape(names)}): please report this.'
 
 
+def budget_words(run: Run) -> str:
+    """Whether the racing drafters had the same training budget (optimizer steps), where their heads say."""
+    methods = [m for m in (run.settings.method, *run.rivals) if m != AR]
+    steps = {m: run.trained_steps.get(m) for m in methods}
+    if len(methods) < 2 or None in steps.values():
+        return ""
+    if len(set(steps.values())) == 1:
+        n = steps[methods[0]]
+        return (" Every drafter here is untrained." if n == 0 else
+                f" Every drafter here was trained for {n:,} optimizer steps: an equal budget.")
+    each = ", ".join(f"{method_label(m)} {n:,}" for m, n in steps.items())
+    return (f" Their heads were trained for different numbers of optimizer steps ({each}): this race compares these "
+            "heads, not the methods at an equal budget.")
+
+
 def race_html(run: Run | None, upto: int) -> str:
     """The race in words: who won by how much (or who leads), and whether the outputs are the same."""
     tally = numbers(run, upto) if run is not None and upto >= 0 else None
@@ -179,4 +194,4 @@ def race_html(run: Run | None, upto: int) -> str:
     older = ("" if run.rivals or run.settings.method == AR else
              " (This run has no other drafting lane: none was ticked, or it was loaded from an older run file.)")
     return (f'<style>{CSS}</style><div class="gm-race">{verdict_words(tally)} {same_words(run, tally)}'
-            f'{escape(older)}</div>')
+            f'{escape(budget_words(run) + older)}</div>')

@@ -103,9 +103,13 @@ def missing_words(status: ServerStatus) -> str:
 def _drafter_words(status: ServerStatus) -> str:
     if not status.drafters:
         return "⚠ no drafter could be loaded: only plain decoding works"
-    return "; ".join(f"{escape(member_label(m))} " + (f"heads from {escape(PurePath(origin).name)}" if trained
-                                                     else "untrained heads (exact output, little speedup)")
-                     for m, (origin, trained) in status.drafters.items())
+    return "; ".join(f"{escape(member_label(m))} " + (f"heads from {escape(PurePath(origin).name)}{_steps(steps)}"
+                                                     if trained else "untrained heads (exact output, little speedup)")
+                     for m, (origin, trained, steps) in status.drafters.items())
+
+
+def _steps(steps: int | None) -> str:
+    return "" if steps is None else f" ({steps:,} training steps)"
 
 
 def measure_line(status: ServerStatus) -> str:
