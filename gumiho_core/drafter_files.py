@@ -24,11 +24,14 @@ def read_heads(spec: str, target: Target) -> tuple[DrafterConfig, dict[str, torc
 
 
 def trained_steps(source: str) -> int | None:
-    """The optimizer steps our heads at `source` were trained for (their config.json's "steps"), or None where the
-    heads do not say (the authors' layout, a hub id)."""
-    meta = Path(source) / "config.json"
+    """The optimizer steps our heads at `source` were trained for since random weights (their config.json's
+    "steps_from_scratch", or "steps" for a run that began from random weights), or None where the heads do not
+    say (the authors' layout, a hub id, a run that went on from heads of unknown training)."""
+    path = Path(source) / "config.json"
     try:
-        steps = json.loads(meta.read_text()).get("steps") if meta.is_file() else None
+        meta = json.loads(path.read_text()) if path.is_file() else {}
+        began_fresh = not (meta.get("train_config") or {}).get("init_from")
+        steps = meta.get("steps_from_scratch", meta.get("steps") if began_fresh else None)
     except (OSError, ValueError, AttributeError):
         return None
     return steps if type(steps) is int and steps >= 0 else None

@@ -433,6 +433,8 @@ def test_a_run_can_start_from_trained_heads(target, features, tmp_path):
     with its own schedule, resumes like any run, and a bad or untrained source is named."""
     from safetensors.torch import load_file
 
+    from gumiho_core.drafter_files import trained_steps
+
     base = TrainConfig(steps=6, tokens_per_step=384, micro_tokens=256, warmup_steps=2, draft_vocab=20, holdout=0.1,
                        precision="fp32")
     Trainer(target, features, base, tmp_path / "first").run()
@@ -452,6 +454,8 @@ def test_a_run_can_start_from_trained_heads(target, features, tmp_path):
     assert again.step == 3
     again.run()
     assert again.step == 6
+    # how long the heads trained since random weights: the first run's 6 steps, then 6 more (across the resume)
+    assert [trained_steps(str(p / "drafter")) for p in (tmp_path / "first", tmp_path / "warm")] == [6, 12]
     with pytest.raises(GumihoError, match="does not exist"):
         Trainer(target, features, TrainConfig(**{**cfg.__dict__, "init_from": str(tmp_path / "nowhere")}),
                 tmp_path / "bad")

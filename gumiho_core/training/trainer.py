@@ -105,6 +105,7 @@ def new_drafter(target: Target, vocab_map: torch.Tensor | None, cfg: TrainConfig
 
 def warm_drafter(target: Target, cfg: TrainConfig) -> GumihoDrafter:
     """A drafter to train from the trained heads at cfg.init_from: their weights as stored, their draft vocabulary."""
+    from ..drafter_files import trained_steps
     from ..models import read_drafter
 
     heads_cfg, state, source = read_drafter(cfg.init_from, target)
@@ -114,6 +115,7 @@ def warm_drafter(target: Target, cfg: TrainConfig) -> GumihoDrafter:
     if heads_cfg != drafter.cfg:
         raise GumihoError(f"{source}: heads of another shape ({heads_cfg}); this target's are {drafter.cfg}")
     load_state(drafter, state, source)  # copied into the fp32 parameters
+    drafter.steps = trained_steps(source)
     log.info("starting from the heads in %s (draft vocabulary %d)", source, drafter.draft_vocab_size)
     return drafter
 
@@ -131,10 +133,12 @@ class Trainer:
         self.history: list[dict] = []
         self.epoch, self.step = 0, 0
         self.progress = EpochProgress()
+        self.steps_before: int | None = 0  # the heads' optimizer steps before this run (None: they do not say)
         if (self.out / "latest.pt").is_file():
             self._resume(self.out / "latest.pt")
         elif cfg.init_from:
             self.drafter = warm_drafter(target, cfg)
+            self.steps_before = self.drafter.steps
             self.opt = self._optimizer()
         else:
             vocab = choose_draft_vocab(self.train_seqs, cfg.draft_vocab, target)
@@ -161,6 +165,7 @@ class Trainer:
         self.rng.setstate(state["rng"])
         restore_random_state(self.target.device, state)
         self.progress = EpochProgress.from_state(state.get("progress"))
+        self.steps_before = state.get("steps_before", None if self.cfg.init_from else 0)
         log.info("resumed from %s at epoch %d, step %d (micro-batch %d of the epoch)", path, self.epoch, self.step,
                  self.progress.micro)
 
@@ -276,7 +281,9 @@ class Trainer:
         return progress.means("val_")
 
     def _drafter_meta(self) -> dict:
-        return {"target": self.target.name, "epoch": self.epoch, "steps": self.step, "train_config": asdict(self.cfg),
+        since = {} if self.steps_before is None else {"steps_from_scratch": self.steps_before + self.step}
+        return {"target": self.target.name, "epoch": self.epoch, "steps": self.step, **since,
+                "train_config": asdict(self.cfg),
                 "device": device_name(self.target.device)}  # the card says where the heads were trained
 
     def _save(self) -> None:
@@ -284,7 +291,8 @@ class Trainer:
                  "optimizer": self.opt.state_dict(), "epoch": self.epoch, "step": self.step,
                  "history": self.history, "train_config": asdict(self.cfg), "rng": self.rng.getstate(),
                  **random_state(self.target.device), "vocab_map": self.drafter.shared.vocab_map,
-                 "progress": self.progress.to_state(), "data": self.data_fingerprint()}
+                 "progress": self.progress.to_state(), "data": self.data_fingerprint(),
+                 "steps_before": self.steps_before}
         save_checkpoint(self.out / "latest.pt", state)
         save_drafter(self.drafter, self.out / "drafter", dtype=torch.float16, extra=self._drafter_meta())
         (self.out / "history.json").write_text(json.dumps(self.history, indent=1))
