@@ -1,6 +1,7 @@
 """A new visitor's first run in the real app, measured in a real browser (Debian's chromium via playwright).
 
-    .venv/bin/python scripts/browser_first_run.py [--fast] [--prompt TEXT] [--out out/first-run]
+    .venv/bin/python scripts/browser_first_run.py [--fast] [--prompt TEXT] [--out out/first-run] [--no-wait]
+        [--app-arg=--draft-for --app-arg=eagle=FOLDER ...]
 
 Starts `python app.py` with its defaults on this machine, opens the page, waits until the model line says
 this device is measured (the app measures it once in the background, in a process of its own), clicks Run (on the page's own
@@ -8,6 +9,8 @@ prefilled prompt unless --prompt is given) and prints: the time until the first 
 run's time, the status line, the four big numbers, the race's lanes and notes, and how many MLP-head nodes
 the trees on screen hold. Saves a screenshot mid-run, a full page at the end, and the tree, race,
 time-per-step, what-if and why-early-tokens panels at 1280x800 and 1920x1080. Needs `./setup.sh --dev` and chromium.
+--app-arg passes an option to app.py (other heads: --draft, --draft-for); --no-wait runs at once, without waiting
+for the measurement (the default classroom tree needs none).
 """
 from __future__ import annotations
 
@@ -77,6 +80,8 @@ def main(argv=None) -> int:
     p.add_argument("--prompt", default=None, help="type this prompt (default: keep the one the page offers)")
     p.add_argument("--fast", action="store_true", help="tick Fast mode (no animation) before Run")
     p.add_argument("--out", default=str(ROOT / "out" / "first-run"), help="folder for the screenshots")
+    p.add_argument("--app-arg", action="append", default=[], help="an option for app.py (repeat for each word)")
+    p.add_argument("--no-wait", action="store_true", help="run without waiting for this device's measurement")
     args = p.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -86,7 +91,7 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with running_app(out / "app.log") as (url, proc):
+    with running_app(out / "app.log", *args.app_arg) as (url, proc):
         wait_for_log(out / "app.log", "loaded ", proc)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=BROWSER_ARGS)
@@ -94,7 +99,8 @@ def main(argv=None) -> int:
             page.set_default_timeout(60_000)
             page.goto(url)
             page.wait_for_selector("#prompt textarea")
-            wait_for_measurement(page)
+            if not args.no_wait:
+                wait_for_measurement(page)
             run_once(page, args.prompt, args.fast, out)
             report(page, out)
             browser.close()
