@@ -6,8 +6,9 @@
 #
 # One call: make the features if this machine lacks them; then train gumiho, eagle and medusa side by side, one
 # process each (`python -m gumiho_core.train family --architectures <member> --run family`), each with the same
-# options and schedule and the learning rate the sweep chose (data/family/tune.json, copied into the work folder),
-# keeping the heads every KEEP_EVERY steps (default 1000) for the step curve; stop them SECONDS after the call began
+# options and schedule and the learning rate and batch the sweep chose (data/family/tune.json, copied into the work
+# folder; its tokens per step become --tokens-per-step), keeping the heads every KEEP_EVERY steps (default 500) for the
+# step curve; stop them SECONDS after the call began
 # (SIGTERM: each stops after the step it is in, with a checkpoint), so the same command on the warm machine resumes.
 # Once all three have finished, each run's kept heads are evaluated (`train family-steps`: EVAL_N held-out prompts,
 # default 8, EVAL_TOKENS new tokens, default 96, the authors' tree, T=0) with the time left.
@@ -24,7 +25,7 @@ shift
 PY=${PYTHON:-python3}
 DEV=${GUMIHO_TRAIN_DEVICE:-cuda}
 STEPS=${STEPS:-4000}
-KEEP_EVERY=${KEEP_EVERY:-1000}
+KEEP_EVERY=${KEEP_EVERY:-500}
 MEMBERS=${MEMBERS:-gumiho eagle medusa}
 WORK=$($PY -c "from gumiho_core.models import cache_dir; print(cache_dir() / 'train' / 'default')")
 LOGS="$WORK/family.logs"
@@ -54,6 +55,9 @@ snap() {
 }
 
 cp data/family/tune.json "$WORK/tune.json" 2>/dev/null || echo "no data/family/tune.json: every member takes --lr"
+BATCH=()  # the sweep's tokens per step: the rates it chose hold at that batch (family refuses another)
+[ -f "$WORK/tune.json" ] && BATCH=(--tokens-per-step "$($PY -c "import json, sys; d = json.load(open(sys.argv[1]))
+print(min(t['tokens_per_step'] for m in d.values() for t in m['trials']))" "$WORK/tune.json")")
 $PY -m gumiho_core.train extract-features --device "$DEV" --data-dtype float32 "$@" >> "$LOGS/extract.log" 2>&1 \
     || { echo "extract-features failed: see extract.log"; snap; exit 1; }
 ( while sleep 30; do snap; done ) &
@@ -61,7 +65,7 @@ LOOP=$!
 pids=()
 for m in $MEMBERS; do
     timeout -k 15 "$(( $(left) - TAIL ))" $PY -m gumiho_core.train family --device "$DEV" --architectures "$m" \
-        --run family --steps "$STEPS" --keep-steps "$KEEP" --checkpoint-minutes 1 "$@" >> "$LOGS/train-$m.log" 2>&1 &
+        --run family --steps "$STEPS" --keep-steps "$KEEP" --checkpoint-minutes 1 "${BATCH[@]}" "$@" >> "$LOGS/train-$m.log" 2>&1 &
     pids+=($!)
 done
 codes=""

@@ -561,6 +561,25 @@ def test_family_refuses_a_sweep_that_has_not_reached_a_member(target, tmp_path):
     assert family.chosen_rate(args, "medusa") == 0.002
 
 
+def test_family_refuses_a_batch_other_than_the_sweeps(target, tmp_path):
+    """A rate chosen at one batch size is not the best at another: family takes the sweep's tokens per step."""
+    import json
+
+    from gumiho_core.training import family
+    from gumiho_core.training.cli import build_parser
+
+    trials = [{"lr": 0.002, "steps": 80, "tokens_per_step": 2048, "validation_length": 0.2}]
+    (tmp_path / "tune.json").write_text(json.dumps({"medusa": {"trials": trials, "lr": 0.002}}))
+    parse = build_parser().parse_args
+    args = parse(["family", "--workdir", str(tmp_path), "--steps", "2", "--architectures", "medusa"])
+    assert args.tokens_per_step == 4096
+    with pytest.raises(GumihoError, match="at 2048 tokens per step, and this run takes 4096: pass --tokens-per-step "
+                                          "2048"):
+        family.cmd_family(args, SimpleNamespace(target=lambda: target))
+    args = parse(["family", "--workdir", str(tmp_path), "--steps", "2", "--tokens-per-step", "2048"])
+    assert family.chosen_rate(args, "medusa") == 0.002
+
+
 def test_family_ship_ships_each_member_and_gives_every_card_the_comparison(target, features, tmp_path, monkeypatch):
     """Each member's heads into its own folder, each card with the same comparison section (the step curves at the
     same steps and the benchmark); the heads of an earlier version in Gumiho's folder move to <folder>-<version>."""

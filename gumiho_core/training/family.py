@@ -99,6 +99,11 @@ def chosen_rate(args, arch: str) -> float:
         raise GumihoError(f"{workdir_for(args) / TUNE} holds no rate for {arch} (it has {', '.join(sweep) or 'none'}): "
                           f"finish the sweep (train tune --architectures {arch}) or remove the file to train every "
                           "member at --lr")
+    batches = {t.get("tokens_per_step") for t in sweep[arch]["trials"]} - {None}
+    if batches and args.tokens_per_step not in batches:
+        raise GumihoError(f"{workdir_for(args) / TUNE} chose {arch}'s rate at {', '.join(map(str, sorted(batches)))} "
+                          f"tokens per step, and this run takes {args.tokens_per_step}: pass --tokens-per-step "
+                          f"{min(batches)}, or sweep again at this batch (a rate does not carry over to another one)")
     return sweep[arch]["lr"]
 
 
