@@ -7,7 +7,7 @@
 # One call: make the features if this machine lacks them; then train gumiho, eagle and medusa side by side, one
 # process each (`python -m gumiho_core.train family --architectures <member> --run family`), each with the same
 # options and schedule and the learning rate and batch the sweep chose (data/family/tune.json, copied into the work
-# folder; its tokens per step become --tokens-per-step), keeping the heads every KEEP_EVERY steps (default 500) for the
+# folder; family trains at the batch the sweep ran at), keeping the heads every KEEP_EVERY steps (default 500) for the
 # step curve; stop them SECONDS after the call began
 # (SIGTERM: each stops after the step it is in, with a checkpoint), so the same command on the warm machine resumes.
 # Once all three have finished, each run's kept heads are evaluated (`train family-steps`: EVAL_N held-out prompts,
@@ -55,9 +55,6 @@ snap() {
 }
 
 cp data/family/tune.json "$WORK/tune.json" 2>/dev/null || echo "no data/family/tune.json: every member takes --lr"
-BATCH=()  # the sweep's tokens per step: the rates it chose hold at that batch (family refuses another)
-[ -f "$WORK/tune.json" ] && BATCH=(--tokens-per-step "$($PY -c "import json, sys; d = json.load(open(sys.argv[1]))
-print(min(t['tokens_per_step'] for m in d.values() for t in m['trials']))" "$WORK/tune.json")")
 $PY -m gumiho_core.train extract-features --device "$DEV" --data-dtype float32 "$@" >> "$LOGS/extract.log" 2>&1 \
     || { echo "extract-features failed: see extract.log"; snap; exit 1; }
 ( while sleep 30; do snap; done ) &
@@ -65,7 +62,7 @@ LOOP=$!
 pids=()
 for m in $MEMBERS; do
     timeout -k 15 "$(( $(left) - TAIL ))" $PY -m gumiho_core.train family --device "$DEV" --architectures "$m" \
-        --run family --steps "$STEPS" --keep-steps "$KEEP" --checkpoint-minutes 1 "${BATCH[@]}" "$@" >> "$LOGS/train-$m.log" 2>&1 &
+        --run family --steps "$STEPS" --keep-steps "$KEEP" --checkpoint-minutes 1 "$@" >> "$LOGS/train-$m.log" 2>&1 &
     pids+=($!)
 done
 codes=""

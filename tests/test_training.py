@@ -571,13 +571,24 @@ def test_family_refuses_a_batch_other_than_the_sweeps(target, tmp_path):
     trials = [{"lr": 0.002, "steps": 80, "tokens_per_step": 2048, "validation_length": 0.2}]
     (tmp_path / "tune.json").write_text(json.dumps({"medusa": {"trials": trials, "lr": 0.002}}))
     parse = build_parser().parse_args
-    args = parse(["family", "--workdir", str(tmp_path), "--steps", "2", "--architectures", "medusa"])
-    assert args.tokens_per_step == 4096
-    with pytest.raises(GumihoError, match="at 2048 tokens per step, and this run takes 4096: pass --tokens-per-step "
-                                          "2048"):
+    args = parse(["family", "--workdir", str(tmp_path), "--steps", "2", "--architectures", "medusa",
+                  "--tokens-per-step", "4096"])
+    with pytest.raises(GumihoError, match="at 2048 tokens per step, and this run takes 4096: leave --tokens-per-step "
+                                          "out"):
         family.cmd_family(args, SimpleNamespace(target=lambda: target))
-    args = parse(["family", "--workdir", str(tmp_path), "--steps", "2", "--tokens-per-step", "2048"])
+    args = parse(["family", "--workdir", str(tmp_path), "--steps", "2", "--architectures", "medusa"])
+    assert args.tokens_per_step is None and family.sweep_batch(args) == 2048
     assert family.chosen_rate(args, "medusa") == 0.002
+    (tmp_path / "tune.json").unlink()
+    assert family.sweep_batch(args) == 4096  # no sweep: the trainer's default
+
+
+def test_train_commands_other_than_family_default_to_4096_tokens_per_step(monkeypatch):
+    from gumiho_core.training import cli
+
+    seen = {}
+    monkeypatch.setitem(cli.COMMANDS, "evaluate", lambda args, models: seen.update(batch=args.tokens_per_step))
+    assert cli.main(["evaluate"]) == 0 and seen["batch"] == 4096
 
 
 def test_family_ship_ships_each_member_and_gives_every_card_the_comparison(target, features, tmp_path, monkeypatch):

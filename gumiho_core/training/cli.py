@@ -103,7 +103,9 @@ def train_args(p: argparse.ArgumentParser) -> None:
                    help="train on this share of the corpus's prompts (nested subsets)")
     t.add_argument("--fractions", default="0.125,0.25,0.5,1", help="scaling: the shares of the prompts")
     t.add_argument("--lr", type=float, default=TrainDefaults.lr)
-    t.add_argument("--tokens-per-step", type=int, default=TrainDefaults.tokens_per_step)
+    t.add_argument("--tokens-per-step", type=int, default=None,
+                   help=f"at least this many answer tokens per optimizer step (default {TrainDefaults.tokens_per_step}; "
+                        "family: the batch its learning-rate sweep ran at, from tune.json)")
     t.add_argument("--micro-tokens", type=int, default=0,
                    help="padded tokens per forward pass (gradients of several accumulate to --tokens-per-step); 0 "
                         f"(auto): {TrainDefaults.micro_tokens} on a CPU, twice --tokens-per-step on a GPU (one "
@@ -178,6 +180,8 @@ class Models:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.tokens_per_step is None and args.command != "family":  # family takes its sweep's (family.sweep_batch)
+        args.tokens_per_step = TrainDefaults.tokens_per_step
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_transformers()
     if args.command in TRAINS:

@@ -89,6 +89,16 @@ def cmd_tune(args, models) -> None:
     log.info("chosen rates: %s", {a: sweep[a]["lr"] for a in members(args) if a in sweep})
 
 
+def sweep_batch(args) -> int:
+    """The tokens per step of the sweep's trials (the smallest, if it ran at several), else the trainer's default:
+    `family` without --tokens-per-step trains at the batch its rates were chosen at."""
+    from .trainer import TrainConfig
+
+    sweep = card.read_json(workdir_for(args) / TUNE) or {}
+    batches = {t.get("tokens_per_step") for m in sweep.values() for t in m.get("trials", [])} - {None}
+    return min(batches) if batches else TrainConfig.tokens_per_step
+
+
 def chosen_rate(args, arch: str) -> float:
     """The member's rate from the sweep (tune.json), else --lr for all alike; a sweep that has not reached this
     member is refused, since the members would then have had unequal tuning."""
@@ -100,10 +110,11 @@ def chosen_rate(args, arch: str) -> float:
                           f"finish the sweep (train tune --architectures {arch}) or remove the file to train every "
                           "member at --lr")
     batches = {t.get("tokens_per_step") for t in sweep[arch]["trials"]} - {None}
-    if batches and args.tokens_per_step not in batches:
+    batch = sweep_batch(args) if args.tokens_per_step is None else args.tokens_per_step
+    if batches and batch not in batches:
         raise GumihoError(f"{workdir_for(args) / TUNE} chose {arch}'s rate at {', '.join(map(str, sorted(batches)))} "
-                          f"tokens per step, and this run takes {args.tokens_per_step}: pass --tokens-per-step "
-                          f"{min(batches)}, or sweep again at this batch (a rate does not carry over to another one)")
+                          f"tokens per step, and this run takes {batch}: leave --tokens-per-step out (family then "
+                          "takes the sweep's), or sweep again at this batch (a rate does not carry over to another one)")
     return sweep[arch]["lr"]
 
 
@@ -114,6 +125,9 @@ def cmd_family(args, models) -> None:
 
     if not args.steps:
         raise GumihoError("family needs --steps, the same number of optimizer steps for every member")
+    if args.tokens_per_step is None:
+        args.tokens_per_step = sweep_batch(args)
+        log.info("%d tokens per step, the sweep's batch", args.tokens_per_step)
     target = models.target()
     for arch in members(args):
         lr = chosen_rate(args, arch)
