@@ -235,6 +235,7 @@ def save_drafter(drafter: GumihoDrafter, folder: str | Path, dtype: torch.dtype 
     if drafter.shared.vocab_map is not None:
         state["draft_vocab"] = drafter.shared.vocab_map.detach().to("cpu", torch.int64)
     save_file(state, str(folder / "model.safetensors"))
+    (folder / "evaluation.json").unlink(missing_ok=True)  # an evaluation of the weights just replaced
     meta = {"format": FORMAT, "config": asdict(drafter.cfg), **(extra or {})}
     (folder / "config.json").write_text(json.dumps(meta, indent=2))
     return folder

@@ -496,6 +496,49 @@ def test_ship_can_take_the_heads_kept_where_the_step_curve_peaked(target, featur
         cmd_ship(argparse.Namespace(**{**vars(args), "ship_step": 4}), models)
 
 
+def test_step_curve_reevaluates_the_latest_heads_once_training_has_rewritten_them(target, features, tmp_path,
+                                                                                monkeypatch):
+    """<run>/drafter is rewritten at every checkpoint: a report evaluated at an earlier step is not reused for the
+    later heads (it was, when only its prompts and length were compared), and the kept heads' reports are."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from gumiho_core.drafter import save_drafter
+    from gumiho_core.models import load_drafter
+    from gumiho_core.training import run_commands
+
+    run = tmp_path / "train" / "r"
+    cfg = TrainConfig(steps=2, tokens_per_step=384, micro_tokens=256, warmup_steps=1, draft_vocab=0, holdout=0.0,
+                      precision="fp32", keep_steps=(1,))
+    Trainer(target, features, cfg, run).run()
+    evaluated = []
+
+    def fake(tgt, folder, prompts, tokens):
+        step = json.loads((Path(folder) / "config.json").read_text())["steps"]
+        evaluated.append(step)
+        return {"prompts": len(prompts), "max_new_tokens": tokens,
+                "gumiho": {"mean_accept_len": 1 + step / 10, "per_depth": [0.1] * 7}}
+
+    monkeypatch.setattr(run_commands, "evaluate_draft", fake)
+    monkeypatch.setattr(run_commands, "evaluation_prompts", lambda args: [[1, 2, 3]] * 2)
+    args = argparse.Namespace(workdir=str(tmp_path / "train"), target="tiny", run="r", eval_tokens=8)
+    models = argparse.Namespace(target=lambda: target)
+    run_commands.cmd_steps(args, models)
+    assert evaluated == [1, 2]
+    # training goes on to step 4: the latest heads are rewritten, the report of step 2 left beside them
+    Trainer(target, features, TrainConfig(**{**cfg.__dict__, "steps": 4}), tmp_path / "r4").run()
+    for name in ("model.safetensors", "config.json"):
+        (run / "drafter" / name).write_bytes((tmp_path / "r4" / "drafter" / name).read_bytes())
+    run_commands.cmd_steps(args, models)
+    assert evaluated == [1, 2, 4]  # step 1's report reused, step 2's not taken for step 4
+    points = json.loads((run / "steps.json").read_text())
+    assert [(p["step"], p["gumiho"]["mean_accept_len"]) for p in points] == [(1, 1.1), (4, 1.4)]
+    assert (run / "drafter" / "evaluation.json").exists()
+    save_drafter(load_drafter(str(run / "drafter"), target), run / "drafter")
+    assert not (run / "drafter" / "evaluation.json").exists()  # the trainer's save drops the old heads' report
+
+
 @pytest.mark.parametrize("vendor, flags, expected", [
     ("AuthenticAMD", {"avx2", "fma"}, "fp32"), ("GenuineIntel", {"avx512f", "avx512_bf16"}, "fp32"),
     ("AuthenticAMD", {"avx512f", "avx512_bf16"}, "bf16"),

@@ -171,18 +171,20 @@ def cmd_steps(args, models) -> None:
     if not heads:
         raise GumihoError(f"no heads in {run}; train with --keep-steps first")
     prompts = evaluation_prompts(args)
-    fits = lambda r: bool(r) and (r["prompts"], r["max_new_tokens"]) == (len(prompts), args.eval_tokens)  # noqa: E731
+    # a report names the heads' step: <run>/drafter is rewritten as training goes on, its old report left beside it
+    fits = lambda r, step: bool(r) and (r["prompts"], r["max_new_tokens"], r.get("heads_step", step)) == \
+        (len(prompts), args.eval_tokens, step)  # noqa: E731
     points = []
     for step, folder in heads:
         keep = step_report_file(run, step, folder)
         report = card.read_json(keep)
-        if not fits(report):
+        if not fits(report, step):
             log.info("step %d: evaluating %s", step, folder)
-            report = evaluate_draft(target, str(folder), prompts, args.eval_tokens)
+            report = {**evaluate_draft(target, str(folder), prompts, args.eval_tokens), "heads_step": step}
             keep.write_text(json.dumps(report, indent=1))
         points.append(stepcurve.step_point(step, report))
     began = card.read_json(step_report_file(run, 0))  # kept, where `ship` has since replaced the heads it began from
-    if heads[0][0] != 0 and fits(began):
+    if heads[0][0] != 0 and fits(began, 0):
         points.insert(0, stepcurve.step_point(0, began))
     (run / stepcurve.STEPS).write_text(json.dumps(points, indent=1))
     history = card.read_json(run / "history.json") or []
