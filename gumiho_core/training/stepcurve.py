@@ -105,4 +105,8 @@ def plot_top1(ax, xs: list, history: list[dict]) -> None:
     for key in TOP1_KEYS:
         if key in history[0]:
             ax.plot(xs, [h.get(key, float("nan")) for h in history], marker=".", label=key[4:-5])
-    ax.set_ylabel("top-1 agreement with the target"), ax.legend(fontsize=7)
+    ax.set_ylabel("top-1 agreement with the target")
+    if ax.lines:
+        ax.legend(fontsize=7)
+    else:  # a run without a held-out split records no agreement
+        ax.text(0.5, 0.5, "no held-out split in this run", ha="center", va="center", transform=ax.transAxes)
