@@ -620,10 +620,10 @@ def test_family_refuses_a_batch_other_than_the_sweeps(target, tmp_path):
                                           "out"):
         family.cmd_family(args, SimpleNamespace(target=lambda: target))
     args = parse(["family", "--workdir", str(tmp_path), "--steps", "2", "--architectures", "medusa"])
-    assert args.tokens_per_step is None and family.sweep_batch(args) == 2048
+    assert args.tokens_per_step is None and family.run_batch(args) == 2048
     assert family.chosen_rate(args, "medusa") == 0.002
     (tmp_path / "tune.json").unlink()
-    assert family.sweep_batch(args) == 4096  # no sweep: the trainer's default
+    assert family.run_batch(args) == 4096  # no sweep: the trainer's default
 
 
 def test_train_commands_other_than_family_default_to_4096_tokens_per_step(monkeypatch):

@@ -180,7 +180,7 @@ class Models:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.tokens_per_step is None and args.command != "family":  # family takes its sweep's (family.sweep_batch)
+    if args.tokens_per_step is None and args.command != "family":  # family takes its sweep's (family.run_batch)
         args.tokens_per_step = TrainDefaults.tokens_per_step
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_transformers()

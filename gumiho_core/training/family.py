@@ -89,13 +89,19 @@ def cmd_tune(args, models) -> None:
     log.info("chosen rates: %s", {a: sweep[a]["lr"] for a in members(args) if a in sweep})
 
 
-def sweep_batch(args) -> int:
-    """The tokens per step of the sweep's trials (the smallest, if it ran at several), else the trainer's default:
-    `family` without --tokens-per-step trains at the batch its rates were chosen at."""
+def _batches(sweep: dict) -> set[int]:
+    """The tokens per step the trials of `sweep` (tune.json, or one member's part of it) ran at."""
+    return {t.get("tokens_per_step") for m in sweep.values() for t in m.get("trials", [])} - {None}
+
+
+def run_batch(args) -> int:
+    """The tokens per step of a family run: --tokens-per-step, else the batch the sweep ran at (its smallest, if
+    several), else the trainer's default; a rate holds at the batch it was chosen at."""
     from .trainer import TrainConfig
 
-    sweep = card.read_json(workdir_for(args) / TUNE) or {}
-    batches = {t.get("tokens_per_step") for m in sweep.values() for t in m.get("trials", [])} - {None}
+    if args.tokens_per_step is not None:
+        return args.tokens_per_step
+    batches = _batches(card.read_json(workdir_for(args) / TUNE) or {})
     return min(batches) if batches else TrainConfig.tokens_per_step
 
 
@@ -109,8 +115,7 @@ def chosen_rate(args, arch: str) -> float:
         raise GumihoError(f"{workdir_for(args) / TUNE} holds no rate for {arch} (it has {', '.join(sweep) or 'none'}): "
                           f"finish the sweep (train tune --architectures {arch}) or remove the file to train every "
                           "member at --lr")
-    batches = {t.get("tokens_per_step") for t in sweep[arch]["trials"]} - {None}
-    batch = sweep_batch(args) if args.tokens_per_step is None else args.tokens_per_step
+    batches, batch = _batches({arch: sweep[arch]}), run_batch(args)
     if batches and batch not in batches:
         raise GumihoError(f"{workdir_for(args) / TUNE} chose {arch}'s rate at {', '.join(map(str, sorted(batches)))} "
                           f"tokens per step, and this run takes {batch}: leave --tokens-per-step out (family then "
@@ -125,9 +130,8 @@ def cmd_family(args, models) -> None:
 
     if not args.steps:
         raise GumihoError("family needs --steps, the same number of optimizer steps for every member")
-    if args.tokens_per_step is None:
-        args.tokens_per_step = sweep_batch(args)
-        log.info("%d tokens per step, the sweep's batch", args.tokens_per_step)
+    args = _with(args, tokens_per_step=run_batch(args))
+    log.info("%d tokens per step", args.tokens_per_step)
     target = models.target()
     for arch in members(args):
         lr = chosen_rate(args, arch)

@@ -171,9 +171,12 @@ def cmd_steps(args, models) -> None:
     if not heads:
         raise GumihoError(f"no heads in {run}; train with --keep-steps first")
     prompts = evaluation_prompts(args)
-    # a report names the heads' step: <run>/drafter is rewritten as training goes on, its old report left beside it
-    fits = lambda r, step: bool(r) and (r["prompts"], r["max_new_tokens"], r.get("heads_step", step)) == \
-        (len(prompts), args.eval_tokens, step)  # noqa: E731
+
+    def fits(r: dict | None, step: int) -> bool:
+        """r evaluated these heads (<run>/drafter is rewritten as training goes on) on these prompts and length."""
+        return bool(r) and (r["prompts"], r["max_new_tokens"], r.get("heads_step", step)) == \
+            (len(prompts), args.eval_tokens, step)
+
     points = []
     for step, folder in heads:
         keep = step_report_file(run, step, folder)
