@@ -51,10 +51,10 @@ def test_find_tcmalloc_looks_in_the_folders_given(tmp_path):
     assert find_tcmalloc((str(tmp_path),)) == tmp_path / "libtcmalloc.so.4"
 
 
-def _train_log(tmp_path: Path, **env: str) -> str:
-    """What `python -m gumiho_core.train train` logs before it refuses a target that does not exist."""
+def _train_log(tmp_path: Path, command: str = "train", **env: str) -> str:
+    """What `python -m gumiho_core.train <command>` logs before it refuses a target that does not exist."""
     clean = {k: v for k, v in os.environ.items() if k not in (SWITCH, AGAIN, "LD_PRELOAD")}
-    done = subprocess.run([sys.executable, "-m", "gumiho_core.train", "train", "--target", str(tmp_path / "none"),
+    done = subprocess.run([sys.executable, "-m", "gumiho_core.train", command, "--target", str(tmp_path / "none"),
                            "--workdir", str(tmp_path)], cwd=ROOT, env={**clean, **env}, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
@@ -65,3 +65,9 @@ def _train_log(tmp_path: Path, **env: str) -> str:
 def test_the_training_command_runs_with_tcmalloc_unless_told_not_to(tmp_path):
     assert "memory allocator: tcmalloc" in _train_log(tmp_path)
     assert f"memory allocator: the system's ({SWITCH}=system)" in _train_log(tmp_path, **{SWITCH: "system"})
+
+
+@pytest.mark.skipif(not HAVE_TCMALLOC, reason="no libtcmalloc installed here (apt install libtcmalloc-minimal4)")
+@pytest.mark.parametrize("command", ["tune", "family"])
+def test_the_family_commands_train_with_tcmalloc_and_say_so(tmp_path, command):
+    assert "memory allocator: tcmalloc" in _train_log(tmp_path, command)

@@ -49,7 +49,7 @@ COMMANDS = {"make-prompts": cmd_make_prompts, "generate-data": cmd_generate_data
             "ship-scaling": cmd_ship_scaling, "ship-steps": cmd_ship_steps, "export": cmd_export,
             "tune": cmd_tune, "family": cmd_family, "family-steps": cmd_family_steps, "family-ship": cmd_family_ship}
 ALL = ("generate-data", "extract-features", "train", "evaluate")
-TRAINS = ("all", "train", "scaling")  # the commands that log the memory allocator (training/allocator.py)
+TRAINS = ("all", "train", "scaling", "tune", "family")  # the commands that train: they log the memory allocator
 
 
 def data_args(p: argparse.ArgumentParser) -> None:
