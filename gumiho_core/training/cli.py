@@ -49,7 +49,6 @@ COMMANDS = {"make-prompts": cmd_make_prompts, "generate-data": cmd_generate_data
             "ship-scaling": cmd_ship_scaling, "ship-steps": cmd_ship_steps, "export": cmd_export,
             "tune": cmd_tune, "family": cmd_family, "family-steps": cmd_family_steps, "family-ship": cmd_family_ship}
 ALL = ("generate-data", "extract-features", "train", "evaluate")
-TRAINS = ("all", "train", "scaling", "tune", "family")  # the commands that train: they log the memory allocator
 
 
 def data_args(p: argparse.ArgumentParser) -> None:
@@ -184,8 +183,7 @@ def main(argv=None) -> int:
         args.tokens_per_step = TrainDefaults.tokens_per_step
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_transformers()
-    if args.command in TRAINS:
-        log.info(describe())
+    log.info(describe())  # every command runs under the allocator train.py chose (training/allocator.py)
     try:
         models = Models(args)
         for name in ALL if args.command == "all" else [args.command]:
